@@ -1,0 +1,100 @@
+//! `zonelab bench`: simulated commands per wall-clock second on the zn540 profile.
+//!
+//! Two cases from the foundation issue: (a) QD1 4 KiB sequential writes to one zone (the zone is
+//! reset and rewritten when full, as fio's zbd mode does), (b) QD32 4 KiB random reads over 16
+//! zones filled beforehand (the fill is not timed). Both go through the same path as
+//! `zonelab fio`: job parsing aside, runner, host stack, device, flash model.
+
+use anyhow::Result;
+use clap::Args;
+use serde_json::json;
+use std::cell::RefCell;
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::time::Instant;
+use zonelab_device::{PayloadMode, Profile, ZonedDevice};
+use zonelab_workload::fio::options;
+use zonelab_workload::fio::run::{self, RunSettings};
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Simulated commands per case.
+    #[arg(long, default_value_t = 1_000_000)]
+    commands: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn jobs(args: &[&str]) -> Result<Vec<options::JobSpec>> {
+    let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    Ok(options::parse_cli(&a, &|p| std::fs::read_to_string(p))?.jobs)
+}
+
+/// One measured case: (simulated commands, wall seconds).
+fn measure(device: &Rc<RefCell<ZonedDevice>>, job: &[&str]) -> Result<(u64, f64)> {
+    let specs = jobs(job)?;
+    let settings = RunSettings {
+        payload: PayloadMode::Fingerprint,
+        seed: 1,
+    };
+    let t0 = Instant::now();
+    let out = run::run_on(&specs, device.clone(), &settings)?;
+    let wall = t0.elapsed().as_secs_f64();
+    let cmds: u64 = out.clones.iter().map(|c| c.read.ios() + c.write.ios()).sum();
+    if let Some(e) = out.clones.iter().find_map(|c| c.error.clone()) {
+        anyhow::bail!("benchmark job failed: {e}");
+    }
+    Ok((cmds, wall))
+}
+
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    let profile = Profile::load("zn540", &[])?;
+    let zone_bytes = profile.zns.zone_size.0;
+    let n = args.commands.max(1).to_string();
+    let size = zone_bytes.to_string();
+    let span16 = (16 * zone_bytes).to_string();
+
+    let dev = Rc::new(RefCell::new(ZonedDevice::new(profile.clone(), PayloadMode::Fingerprint)?));
+    let write_job = [
+        "--name=seqwrite-qd1", "--rw=write", "--bs=4k", "--iodepth=1", "--zonemode=zbd",
+        &format!("--size={size}"), &format!("--number_ios={n}"), "--time_based=0",
+    ];
+    let io_size = (args.commands * 4096 * 2).to_string();
+    let mut wj: Vec<&str> = write_job.to_vec();
+    let io_size_opt = format!("--io_size={io_size}");
+    wj.push(&io_size_opt);
+    let (w_cmds, w_wall) = measure(&dev, &wj)?;
+
+    let dev = Rc::new(RefCell::new(ZonedDevice::new(profile, PayloadMode::Fingerprint)?));
+    measure(
+        &dev,
+        &["--name=fill", "--rw=write", "--bs=512k", "--iodepth=4", "--zonemode=zbd", &format!("--size={span16}")],
+    )?;
+    let (r_cmds, r_wall) = measure(
+        &dev,
+        &[
+            "--name=randread-qd32", "--rw=randread", "--bs=4k", "--iodepth=32", "--zonemode=zbd",
+            &format!("--size={span16}"), &format!("--number_ios={n}"),
+        ],
+    )?;
+
+    let rate = |c: u64, w: f64| if w > 0.0 { c as f64 / w } else { 0.0 };
+    let cases = [
+        ("qd1-4k-seqwrite-1zone", w_cmds, w_wall),
+        ("qd32-4k-randread-16zones", r_cmds, r_wall),
+    ];
+    if args.json {
+        let v: Vec<_> = cases
+            .iter()
+            .map(|(name, c, w)| json!({"case": name, "commands": c, "wall_seconds": w, "commands_per_second": rate(*c, *w)}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&json!({"profile": "zn540", "cases": v}))?);
+    } else {
+        println!("{:<28} {:>12} {:>10} {:>16}", "case (zn540)", "commands", "wall s", "commands/s");
+        for (name, c, w) in cases {
+            println!("{name:<28} {c:>12} {w:>10.3} {:>16.0}", rate(c, w));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,1 @@
+//! Device image files (helper in progress).

@@ -1,0 +1,88 @@
+//! `zonelab`: fio-style jobs, nvme-cli-style device tools and benchmarks on simulated ZNS SSDs.
+
+mod bench_cmd;
+mod fio_cmd;
+mod image;
+mod zns_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "zonelab",
+    version,
+    about = "A laboratory for zoned storage: deterministic simulation of NVMe ZNS SSDs",
+    long_about = "A laboratory for zoned storage: deterministic simulation of NVMe ZNS SSDs.\n\n\
+                  Examples:\n  zonelab fio --profile=zn540 --name=w --rw=write --bs=4k --zonemode=zbd --size=1g\n  \
+                  zonelab zns create dev.img --profile zn540 --set zones=16\n  \
+                  zonelab zns report-zones dev.img"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run fio jobs on a simulated device (fio's options and job files; see `zonelab fio --help`).
+    #[command(disable_help_flag = true)]
+    Fio {
+        /// fio arguments: --name=value options and job file paths.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// Device tools on an image file, shaped like nvme-cli's zns plugin.
+    Zns(zns_cmd::ZnsArgs),
+    /// Measure simulated commands per wall-clock second.
+    Bench(bench_cmd::BenchArgs),
+    /// List the built-in device profiles, or print one.
+    Profiles {
+        /// Profile to print as TOML (after --set overrides).
+        name: Option<String>,
+        /// Override a profile field, e.g. --set zones=64 (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Fio { args } => fio_cmd::run(&args),
+        Command::Zns(a) => zns_cmd::run(a),
+        Command::Bench(a) => bench_cmd::run(a),
+        Command::Profiles { name, set } => profiles(name, &set),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("zonelab: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn profiles(name: Option<String>, set: &[String]) -> anyhow::Result<ExitCode> {
+    use zonelab_device::Profile;
+    match name {
+        None => {
+            for (n, _) in zonelab_device::profile::BUILTIN {
+                let p = Profile::load(n, &[])?;
+                println!("{n:<16} {}", p.description);
+            }
+        }
+        Some(n) => {
+            let p = Profile::load(&n, &Profile::parse_overrides(set)?)?;
+            print!("{}", p.to_toml());
+            println!(
+                "# derived: zone capacity {} LBAs ({} bytes), zone size {} LBAs, {} chip group(s)",
+                p.zone_capacity_lbas(),
+                p.zone_capacity_lbas() * p.lba_size(),
+                p.zone_size_lbas(),
+                p.fcg_count()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,325 @@
+//! The host I/O stack between a workload and the device (seed 001 §III-C/D).
+//!
+//! * `spdk`: user-space polled driver, no scheduler; lowest per-command cost.
+//! * `io_uring` with `none`: kernel path, more cost per command, requests go straight down.
+//! * `io_uring` with `mq-deadline`: the zoned-device write path of Linux — at most one write per
+//!   zone is dispatched at a time (zone write locking) and writes queued behind it that continue
+//!   each other are merged into one larger request, up to `mq_deadline_max_merge`.
+//!
+//! Submission cost is paid before the command reaches the device (fio's `slat`), completion cost
+//! after the device completes it.
+
+use crate::payload::{OwnedData, ReadData};
+use crate::status::NvmeStatus;
+use crate::zns::{Completion, ZoneAction, ZonedDevice};
+use crate::zone::{Lba, ZoneId};
+use serde::{Deserialize, Serialize};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+use zonelab_sim::sync::{OneshotSender, oneshot};
+use zonelab_sim::{Nanos, Sim};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoEngine {
+    Spdk,
+    IoUring,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IoScheduler {
+    None,
+    MqDeadline,
+}
+
+impl std::str::FromStr for IoEngine {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "spdk" => Ok(IoEngine::Spdk),
+            "io_uring" => Ok(IoEngine::IoUring),
+            _ => Err(format!("ioengine '{s}': use spdk or io_uring")),
+        }
+    }
+}
+
+impl std::str::FromStr for IoScheduler {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(IoScheduler::None),
+            "mq-deadline" => Ok(IoScheduler::MqDeadline),
+            _ => Err(format!("ioscheduler '{s}': use none or mq-deadline")),
+        }
+    }
+}
+
+/// A command as a workload issues it.
+#[derive(Clone, Debug)]
+pub enum IoCmd {
+    Read { slba: Lba, nlb: u64, want_data: bool },
+    Write { slba: Lba, data: OwnedData },
+    Append { zslba: Lba, data: OwnedData },
+    ZoneMgmt { action: ZoneAction, zslba: Lba, select_all: bool },
+    Flush,
+}
+
+/// A completed command with its timestamps.
+#[derive(Clone, Debug)]
+pub struct IoDone {
+    pub status: Result<Option<Lba>, NvmeStatus>,
+    /// When the workload issued it.
+    pub issued: Nanos,
+    /// When it reached the device (issued + submission cost, + scheduler wait).
+    pub submitted: Nanos,
+    /// When the workload saw the completion.
+    pub completed: Nanos,
+    pub data: Option<ReadData>,
+}
+
+impl IoDone {
+    /// Submission latency (fio's slat).
+    pub fn slat(&self) -> Nanos {
+        self.submitted - self.issued
+    }
+    /// Completion latency (fio's clat).
+    pub fn clat(&self) -> Nanos {
+        self.completed - self.submitted
+    }
+    /// Total latency.
+    pub fn lat(&self) -> Nanos {
+        self.completed - self.issued
+    }
+}
+
+/// Counters of the host stack.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct HostStackCounters {
+    /// Requests the device saw.
+    pub dispatched: u64,
+    /// Requests merged into another one before dispatch.
+    pub merged: u64,
+}
+
+struct Queued {
+    slba: Lba,
+    data: OwnedData,
+    issued: Nanos,
+    reply: OneshotSender<IoDone>,
+}
+
+#[derive(Default)]
+struct ZoneQueue {
+    busy: bool,
+    pending: VecDeque<Queued>,
+}
+
+/// The host side of one device: engine, scheduler and the device itself.
+pub struct HostStack {
+    sim: Sim,
+    device: Rc<RefCell<ZonedDevice>>,
+    engine: IoEngine,
+    scheduler: IoScheduler,
+    submit_cost: Nanos,
+    complete_cost: Nanos,
+    dispatch_cost: Nanos,
+    max_merge_lbas: u64,
+    zone_size: u64,
+    lba_size: u64,
+    zones: RefCell<BTreeMap<u32, ZoneQueue>>,
+    counters: Cell<HostStackCounters>,
+}
+
+impl HostStack {
+    /// Builds the stack. `spdk` has no scheduler; asking for one is an error.
+    pub fn new(
+        sim: Sim,
+        device: Rc<RefCell<ZonedDevice>>,
+        engine: IoEngine,
+        scheduler: IoScheduler,
+    ) -> Result<Rc<HostStack>, String> {
+        if engine == IoEngine::Spdk && scheduler != IoScheduler::None {
+            return Err("ioscheduler applies to the kernel path only: use ioengine=io_uring with ioscheduler=mq-deadline, or ioscheduler=none with spdk".into());
+        }
+        let (h, lba_size, zone_size) = {
+            let d = device.borrow();
+            (d.profile().host.clone(), d.lba_size(), d.zones().geometry().zone_size)
+        };
+        let (submit_cost, complete_cost) = match engine {
+            IoEngine::Spdk => (h.spdk_submit.0, h.spdk_complete.0),
+            IoEngine::IoUring => (h.io_uring_submit.0, h.io_uring_complete.0),
+        };
+        let dispatch_cost = match scheduler {
+            IoScheduler::None => Nanos::ZERO,
+            IoScheduler::MqDeadline => h.mq_deadline_dispatch.0,
+        };
+        let max_merge_lbas = {
+            let limit = device.borrow().buffer_limit();
+            (h.mq_deadline_max_merge.0 / lba_size).clamp(1, limit)
+        };
+        Ok(Rc::new(HostStack {
+            sim,
+            device,
+            engine,
+            scheduler,
+            submit_cost,
+            complete_cost,
+            dispatch_cost,
+            max_merge_lbas,
+            zone_size,
+            lba_size,
+            zones: RefCell::new(BTreeMap::new()),
+            counters: Cell::new(HostStackCounters::default()),
+        }))
+    }
+
+    pub fn device(&self) -> &Rc<RefCell<ZonedDevice>> {
+        &self.device
+    }
+    pub fn engine(&self) -> IoEngine {
+        self.engine
+    }
+    pub fn scheduler(&self) -> IoScheduler {
+        self.scheduler
+    }
+    pub fn counters(&self) -> HostStackCounters {
+        self.counters.get()
+    }
+
+    fn count(&self, f: impl FnOnce(&mut HostStackCounters)) {
+        let mut c = self.counters.get();
+        f(&mut c);
+        self.counters.set(c);
+    }
+
+    /// Issues a command and resolves when the workload sees its completion.
+    pub async fn submit(self: &Rc<Self>, cmd: IoCmd) -> IoDone {
+        let issued = self.sim.now();
+        if self.scheduler == IoScheduler::MqDeadline
+            && let IoCmd::Write { slba, data } = cmd
+        {
+            return self.write_through_scheduler(issued, slba, data).await;
+        }
+        let at = issued + self.submit_cost + self.dispatch_cost;
+        let now = self.sim.now();
+        let mut data = None;
+        let completion: Completion = {
+            let mut dev = self.device.borrow_mut();
+            match &cmd {
+                IoCmd::Read { slba, nlb, want_data } => {
+                    if *want_data {
+                        let mut out = ReadData::default();
+                        let c = dev.read(now, at, *slba, *nlb, Some(&mut out));
+                        data = Some(out);
+                        c
+                    } else {
+                        dev.read(now, at, *slba, *nlb, None)
+                    }
+                }
+                IoCmd::Write { slba, data } => dev.write(now, at, *slba, data.as_ref(), false),
+                IoCmd::Append { zslba, data } => dev.write(now, at, *zslba, data.as_ref(), true),
+                IoCmd::ZoneMgmt {
+                    action,
+                    zslba,
+                    select_all,
+                } => dev.zone_mgmt(now, at, *action, *zslba, *select_all),
+                IoCmd::Flush => dev.flush(now, at),
+            }
+        };
+        self.count(|c| c.dispatched += 1);
+        let completed = completion.done + self.complete_cost;
+        self.sim.sleep_until(completed).await;
+        IoDone {
+            status: completion.status,
+            issued,
+            submitted: at,
+            completed,
+            data,
+        }
+    }
+
+    async fn write_through_scheduler(self: &Rc<Self>, issued: Nanos, slba: Lba, data: OwnedData) -> IoDone {
+        let zone = (slba.0 / self.zone_size) as u32;
+        let (tx, rx) = oneshot();
+        let start = {
+            let mut zones = self.zones.borrow_mut();
+            let q = zones.entry(zone).or_default();
+            q.pending.push_back(Queued {
+                slba,
+                data,
+                issued,
+                reply: tx,
+            });
+            if q.busy {
+                false
+            } else {
+                q.busy = true;
+                true
+            }
+        };
+        if start {
+            let me = self.clone();
+            self.sim.spawn(async move { me.drain_zone(ZoneId(zone)).await });
+        }
+        rx.await.expect("the zone dispatcher always replies")
+    }
+
+    /// Dispatches a zone's queued writes one (merged) request at a time until none is left.
+    async fn drain_zone(self: Rc<Self>, zone: ZoneId) {
+        loop {
+            let batch = {
+                let mut zones = self.zones.borrow_mut();
+                let q = zones.get_mut(&zone.0).expect("queue exists while busy");
+                if q.pending.is_empty() {
+                    q.busy = false;
+                    return;
+                }
+                let mut batch = vec![q.pending.pop_front().expect("non-empty")];
+                let mut data = batch[0].data.clone();
+                let mut end = batch[0].slba.0 + data.blocks(self.lba_size);
+                while let Some(next) = q.pending.front() {
+                    let n = next.data.blocks(self.lba_size);
+                    if next.slba.0 != end || data.blocks(self.lba_size) + n > self.max_merge_lbas {
+                        break;
+                    }
+                    if !data.try_extend(&next.data) {
+                        break;
+                    }
+                    end += n;
+                    batch.push(q.pending.pop_front().expect("peeked"));
+                }
+                (batch, data)
+            };
+            let (requests, data) = batch;
+            let now = self.sim.now();
+            let earliest = requests
+                .iter()
+                .map(|r| r.issued + self.submit_cost)
+                .max()
+                .expect("batch not empty");
+            let at = earliest.max(now) + self.dispatch_cost;
+            let completion = self
+                .device
+                .borrow_mut()
+                .write(now, at, requests[0].slba, data.as_ref(), false);
+            self.count(|c| {
+                c.dispatched += 1;
+                c.merged += requests.len() as u64 - 1;
+            });
+            let completed = completion.done + self.complete_cost;
+            self.sim.sleep_until(completed).await;
+            for r in requests {
+                let status = completion.status.map(|_| Some(r.slba));
+                r.reply.send(IoDone {
+                    status,
+                    issued: r.issued,
+                    submitted: at,
+                    completed,
+                    data: None,
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Consistency checks of a device loaded from an image (being written).

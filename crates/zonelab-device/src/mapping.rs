@@ -1,0 +1,191 @@
+//! Zone-to-flash mapping (seed 000 §2.2, Fig. 1; seed 002 §3.2).
+//!
+//! The dies are split into flash chip groups (FCGs) of `zone_dies` dies each; zone `i` belongs to
+//! FCG `i mod N_FCG` (static, so the host can compute it). When a zone opens, the device gives it
+//! a flash block group (FBG): the same block offsets on every plane of every die of the FCG. Chunk
+//! `j` of a zone (one flash page of data) goes to unit `j mod W` of the FBG, where the units are
+//! the FBG's (die, plane) pairs ordered die-first, so consecutive chunks land on different dies.
+//! With `zone_dies = 1` every zone lives on one die and consecutive zones go round-robin over
+//! channels then dies: the small-zone layout of Z-LFS.
+
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use zonelab_flash::{BlockAddr, DieId, PageAddr};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ZoneMapper {
+    zone_dies: u32,
+    planes: u32,
+    blocks_per_zone: u32,
+    pages_per_block: u32,
+    fcgs: u32,
+    /// Free FBG indices per FCG, handed out FIFO (oldest-freed first spreads wear).
+    free: Vec<VecDeque<u32>>,
+    /// The FBG of each zone that holds one.
+    zone_fbg: Vec<Option<u32>>,
+}
+
+impl ZoneMapper {
+    pub fn new(p: &crate::Profile) -> ZoneMapper {
+        let fcgs = p.fcg_count();
+        let per = p.fbgs_per_fcg();
+        ZoneMapper {
+            zone_dies: p.zns.zone_dies,
+            planes: p.geometry.planes_per_die,
+            blocks_per_zone: p.zns.blocks_per_zone,
+            pages_per_block: p.geometry.pages_per_block,
+            fcgs,
+            free: (0..fcgs).map(|_| (0..per).collect()).collect(),
+            zone_fbg: vec![None; p.zns.zones as usize],
+        }
+    }
+
+    /// FCG of a zone (its low-order bits, seed 000 §2.2).
+    pub fn fcg_of(&self, zone: u32) -> u32 {
+        zone % self.fcgs
+    }
+
+    /// Parallel units (die, plane pairs) a zone stripes over.
+    pub fn width(&self) -> u32 {
+        self.zone_dies * self.planes
+    }
+
+    /// Chunks per zone.
+    pub fn chunks_per_zone(&self) -> u64 {
+        self.width() as u64 * self.blocks_per_zone as u64 * self.pages_per_block as u64
+    }
+
+    pub fn fbg_of(&self, zone: u32) -> Option<u32> {
+        self.zone_fbg[zone as usize]
+    }
+
+    /// Gives `zone` an FBG; returns it. The zone must not hold one.
+    pub fn allocate(&mut self, zone: u32) -> u32 {
+        assert!(self.zone_fbg[zone as usize].is_none(), "zone {zone} already mapped");
+        let fcg = self.fcg_of(zone) as usize;
+        let fbg = self.free[fcg]
+            .pop_front()
+            .expect("no free flash block group: profile validation guarantees one per zone");
+        self.zone_fbg[zone as usize] = Some(fbg);
+        fbg
+    }
+
+    /// Returns a zone's FBG to its FCG's free list (zone reset).
+    pub fn release(&mut self, zone: u32) {
+        if let Some(fbg) = self.zone_fbg[zone as usize].take() {
+            let fcg = self.fcg_of(zone) as usize;
+            self.free[fcg].push_back(fbg);
+        }
+    }
+
+    fn die_of_unit(&self, zone: u32, unit: u32) -> DieId {
+        DieId(self.fcg_of(zone) * self.zone_dies + unit % self.zone_dies)
+    }
+
+    /// The flash page holding chunk `chunk` of `zone` (which must hold an FBG).
+    pub fn page_of(&self, zone: u32, chunk: u64) -> PageAddr {
+        let fbg = self.zone_fbg[zone as usize].expect("chunk of an unmapped zone");
+        let w = self.width() as u64;
+        let unit = (chunk % w) as u32;
+        let stripe = chunk / w;
+        let page = (stripe % self.pages_per_block as u64) as u32;
+        let k = (stripe / self.pages_per_block as u64) as u32;
+        debug_assert!(k < self.blocks_per_zone, "chunk {chunk} beyond the zone");
+        PageAddr {
+            block: BlockAddr {
+                die: self.die_of_unit(zone, unit),
+                plane: unit / self.zone_dies,
+                block: fbg * self.blocks_per_zone + k,
+            },
+            page,
+        }
+    }
+
+    /// Takes a free FBG of `fcg` out of circulation (spare space for conventional zones).
+    pub fn take_free(&mut self, fcg: u32) -> Option<u32> {
+        self.free[fcg as usize].pop_front()
+    }
+
+    /// Every block of a zone's FBG.
+    pub fn blocks_of(&self, zone: u32) -> Vec<BlockAddr> {
+        match self.zone_fbg[zone as usize] {
+            Some(fbg) => self.blocks_of_fbg(self.fcg_of(zone), fbg),
+            None => Vec::new(),
+        }
+    }
+
+    /// Every block of FBG `fbg` of chip group `fcg`.
+    pub fn blocks_of_fbg(&self, fcg: u32, fbg: u32) -> Vec<BlockAddr> {
+        let mut out = Vec::with_capacity((self.width() * self.blocks_per_zone) as usize);
+        for unit in 0..self.width() {
+            for k in 0..self.blocks_per_zone {
+                out.push(BlockAddr {
+                    die: DieId(fcg * self.zone_dies + unit % self.zone_dies),
+                    plane: unit / self.zone_dies,
+                    block: fbg * self.blocks_per_zone + k,
+                });
+            }
+        }
+        out
+    }
+
+    /// Bit fields of a logical chunk address that identify its flash chip group and its chip
+    /// within the group (seed 000 §2.2, the host-visible part of the mapping).
+    pub fn chip_fields(&self, zone: u32, chunk: u64) -> (u32, u32) {
+        (self.fcg_of(zone), (chunk % self.zone_dies as u64) as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Profile;
+
+    fn profile(sets: &[&str]) -> Profile {
+        let ov: Vec<(String, String)> = sets
+            .iter()
+            .map(|s| {
+                let (k, v) = s.split_once('=').unwrap();
+                (k.to_string(), v.to_string())
+            })
+            .collect();
+        Profile::load("znsplus-mlc", &ov).unwrap()
+    }
+
+    #[test]
+    fn chunks_interleave_over_the_chips_of_the_fcg() {
+        // Fig. 1 of seed 000: D_zone = 4 of 8 chips -> two FCGs.
+        let p = profile(&["channels=8", "chips_per_channel=1", "zone_dies=4", "zones=8", "zone_size=8MiB"]);
+        let mut m = ZoneMapper::new(&p);
+        assert_eq!(m.fcg_of(1), 1);
+        m.allocate(1);
+        let dies: Vec<u32> = (0..6).map(|c| m.page_of(1, c).block.die.0).collect();
+        assert_eq!(dies, vec![4, 5, 6, 7, 4, 5]);
+        assert_eq!(m.page_of(1, 5).page, 1);
+        assert_eq!(m.chip_fields(1, 6), (1, 2));
+    }
+
+    #[test]
+    fn small_zones_go_round_robin_over_channels_then_dies() {
+        let p = profile(&["zone_dies=1", "zone_size=2MiB", "zones=64"]);
+        let mut m = ZoneMapper::new(&p);
+        let g = p.flash_geometry();
+        for z in 0..20 {
+            m.allocate(z);
+            let die = m.page_of(z, 0).block.die;
+            assert_eq!(die.0, z % 16);
+            assert_eq!(g.channel_of(die), z % 8);
+        }
+    }
+
+    #[test]
+    fn released_groups_are_reused_last() {
+        let p = profile(&["zones=4"]);
+        let mut m = ZoneMapper::new(&p);
+        let a = m.allocate(0);
+        m.release(0);
+        let b = m.allocate(0);
+        assert_ne!(a, b);
+        assert_eq!(m.blocks_of(0).len(), 16);
+    }
+}

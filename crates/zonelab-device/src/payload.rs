@@ -1,0 +1,334 @@
+//! What the device stores for each written logical block.
+//!
+//! `full` keeps every byte (tests, device images, FUSE); `fingerprint` keeps a 64-bit digest per
+//! block so multi-terabyte experiments still verify every read (DESIGN.md principle 5). Storage
+//! grows with the data written, never with the device's capacity.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PayloadMode {
+    Full,
+    Fingerprint,
+}
+
+impl std::str::FromStr for PayloadMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "full" => Ok(PayloadMode::Full),
+            "fingerprint" => Ok(PayloadMode::Fingerprint),
+            _ => Err(format!("payload mode '{s}': use 'full' or 'fingerprint'")),
+        }
+    }
+}
+
+/// Data carried by a write: whole blocks, or one fingerprint per block.
+#[derive(Clone, Copy, Debug)]
+pub enum WriteData<'a> {
+    Bytes(&'a [u8]),
+    Fingerprints(&'a [u64]),
+}
+
+impl WriteData<'_> {
+    /// Number of logical blocks carried (bytes must be whole blocks; checked by the device).
+    pub fn blocks(&self, lba_size: u64) -> u64 {
+        match self {
+            WriteData::Bytes(b) => b.len() as u64 / lba_size,
+            WriteData::Fingerprints(f) => f.len() as u64,
+        }
+    }
+}
+
+/// Owned write data, for commands queued in the host stack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OwnedData {
+    Bytes(Vec<u8>),
+    Fingerprints(Vec<u64>),
+}
+
+impl OwnedData {
+    pub fn as_ref(&self) -> WriteData<'_> {
+        match self {
+            OwnedData::Bytes(b) => WriteData::Bytes(b),
+            OwnedData::Fingerprints(f) => WriteData::Fingerprints(f),
+        }
+    }
+    /// Appends `other` to this data, as a merged request carries both; false (and nothing
+    /// changes) when the two are of different kinds and cannot merge.
+    pub fn try_extend(&mut self, other: &OwnedData) -> bool {
+        match (self, other) {
+            (OwnedData::Bytes(a), OwnedData::Bytes(b)) => a.extend_from_slice(b),
+            (OwnedData::Fingerprints(a), OwnedData::Fingerprints(b)) => a.extend_from_slice(b),
+            _ => return false,
+        }
+        true
+    }
+    pub fn blocks(&self, lba_size: u64) -> u64 {
+        self.as_ref().blocks(lba_size)
+    }
+    /// One fingerprint per block.
+    pub fn fingerprints(&self, lba_size: u64) -> Vec<u64> {
+        match self {
+            OwnedData::Fingerprints(f) => f.clone(),
+            OwnedData::Bytes(b) => b.chunks(lba_size as usize).map(fingerprint).collect(),
+        }
+    }
+}
+
+/// 64-bit digest of a block's bytes (FNV-1a over 8-byte words, then a splitmix finalizer).
+pub fn fingerprint(block: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut words = block.chunks_exact(8);
+    for w in &mut words {
+        h ^= u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    for &b in words.remainder() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 31;
+    h = h.wrapping_mul(0x7fb5_d329_728e_a185);
+    h ^ (h >> 27)
+}
+
+/// The bytes a full-payload device stores for a block written as fingerprint `fp`: a
+/// deterministic pseudo-random fill, so the same fingerprint always reads back the same bytes.
+pub fn block_from_fingerprint(fp: u64, lba_size: u64, out: &mut Vec<u8>) {
+    let mut x = fp;
+    for _ in 0..lba_size / 8 {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+}
+
+/// Blocks read back, in the device's payload mode.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadData {
+    pub bytes: Vec<u8>,
+    pub fingerprints: Vec<u64>,
+}
+
+impl ReadData {
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.fingerprints.clear();
+    }
+}
+
+/// Contents of one zone (or of a conventional zone, randomly written).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum ZoneContent {
+    /// Sequential zone: blocks from the zone start up to the write pointer.
+    SeqFull(Vec<u8>),
+    SeqFingerprint(Vec<u64>),
+    /// Conventional zone: written blocks by offset in the zone.
+    RandFull(BTreeMap<u64, Vec<u8>>),
+    RandFingerprint(BTreeMap<u64, u64>),
+}
+
+/// Data of every zone. Zones without data cost one small enum each.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DataStore {
+    mode: PayloadMode,
+    lba_size: u64,
+    zones: Vec<Option<ZoneContent>>,
+    zero_fingerprint: u64,
+}
+
+impl DataStore {
+    pub fn new(mode: PayloadMode, lba_size: u64, zones: u32) -> DataStore {
+        DataStore {
+            mode,
+            lba_size,
+            zones: vec![None; zones as usize],
+            zero_fingerprint: fingerprint(&vec![0u8; lba_size as usize]),
+        }
+    }
+
+    pub fn mode(&self) -> PayloadMode {
+        self.mode
+    }
+
+    /// Bytes of payload held, for memory reports.
+    pub fn stored_bytes(&self) -> u64 {
+        self.zones
+            .iter()
+            .flatten()
+            .map(|z| match z {
+                ZoneContent::SeqFull(v) => v.len() as u64,
+                ZoneContent::SeqFingerprint(v) => v.len() as u64 * 8,
+                ZoneContent::RandFull(m) => m.len() as u64 * self.lba_size,
+                ZoneContent::RandFingerprint(m) => m.len() as u64 * 8,
+            })
+            .sum()
+    }
+
+    /// Stores `data` in `zone` at block offset `off`. For a sequential zone `off` must be the
+    /// current end of the zone's data (the write pointer).
+    pub fn write(&mut self, zone: u32, off: u64, sequential: bool, data: WriteData<'_>) {
+        let lba = self.lba_size;
+        let mode = self.mode;
+        let slot = &mut self.zones[zone as usize];
+        let content = slot.get_or_insert_with(|| match (sequential, mode) {
+            (true, PayloadMode::Full) => ZoneContent::SeqFull(Vec::new()),
+            (true, PayloadMode::Fingerprint) => ZoneContent::SeqFingerprint(Vec::new()),
+            (false, PayloadMode::Full) => ZoneContent::RandFull(BTreeMap::new()),
+            (false, PayloadMode::Fingerprint) => ZoneContent::RandFingerprint(BTreeMap::new()),
+        });
+        match content {
+            ZoneContent::SeqFull(v) => {
+                assert_eq!(v.len() as u64, off * lba, "sequential data must continue at the write pointer");
+                match data {
+                    WriteData::Bytes(b) => v.extend_from_slice(b),
+                    WriteData::Fingerprints(f) => {
+                        for &fp in f {
+                            block_from_fingerprint(fp, lba, v);
+                        }
+                    }
+                }
+            }
+            ZoneContent::SeqFingerprint(v) => {
+                assert_eq!(v.len() as u64, off, "sequential data must continue at the write pointer");
+                match data {
+                    WriteData::Bytes(b) => v.extend(b.chunks(lba as usize).map(fingerprint)),
+                    WriteData::Fingerprints(f) => v.extend_from_slice(f),
+                }
+            }
+            ZoneContent::RandFull(m) => match data {
+                WriteData::Bytes(b) => {
+                    for (i, blk) in b.chunks(lba as usize).enumerate() {
+                        m.insert(off + i as u64, blk.to_vec());
+                    }
+                }
+                WriteData::Fingerprints(f) => {
+                    for (i, &fp) in f.iter().enumerate() {
+                        let mut blk = Vec::with_capacity(lba as usize);
+                        block_from_fingerprint(fp, lba, &mut blk);
+                        m.insert(off + i as u64, blk);
+                    }
+                }
+            },
+            ZoneContent::RandFingerprint(m) => match data {
+                WriteData::Bytes(b) => {
+                    for (i, blk) in b.chunks(lba as usize).enumerate() {
+                        m.insert(off + i as u64, fingerprint(blk));
+                    }
+                }
+                WriteData::Fingerprints(f) => {
+                    for (i, &fp) in f.iter().enumerate() {
+                        m.insert(off + i as u64, fp);
+                    }
+                }
+            },
+        }
+    }
+
+    /// Appends blocks `off..off+n` of `zone` to `out` (unwritten blocks read as zeros).
+    pub fn read(&self, zone: u32, off: u64, n: u64, out: &mut ReadData) {
+        let lba = self.lba_size;
+        let content = self.zones[zone as usize].as_ref();
+        for i in off..off + n {
+            match (self.mode, content) {
+                (PayloadMode::Full, Some(ZoneContent::SeqFull(v))) => {
+                    let s = (i * lba) as usize;
+                    match v.get(s..s + lba as usize) {
+                        Some(b) => out.bytes.extend_from_slice(b),
+                        None => out.bytes.resize(out.bytes.len() + lba as usize, 0),
+                    }
+                }
+                (PayloadMode::Full, Some(ZoneContent::RandFull(m))) => match m.get(&i) {
+                    Some(b) => out.bytes.extend_from_slice(b),
+                    None => out.bytes.resize(out.bytes.len() + lba as usize, 0),
+                },
+                (PayloadMode::Full, _) => out.bytes.resize(out.bytes.len() + lba as usize, 0),
+                (PayloadMode::Fingerprint, Some(ZoneContent::SeqFingerprint(v))) => {
+                    out.fingerprints
+                        .push(v.get(i as usize).copied().unwrap_or(self.zero_fingerprint));
+                }
+                (PayloadMode::Fingerprint, Some(ZoneContent::RandFingerprint(m))) => {
+                    out.fingerprints
+                        .push(m.get(&i).copied().unwrap_or(self.zero_fingerprint));
+                }
+                (PayloadMode::Fingerprint, _) => out.fingerprints.push(self.zero_fingerprint),
+            }
+        }
+    }
+
+    /// Drops a zone's data (zone reset).
+    pub fn clear(&mut self, zone: u32) {
+        self.zones[zone as usize] = None;
+    }
+
+    /// Whether `got` (as this store returns it) equals blocks written as `expected` fingerprints
+    /// (or bytes). Used by verifying workloads.
+    pub fn matches(&self, expected: WriteData<'_>, got: &ReadData) -> bool {
+        let lba = self.lba_size as usize;
+        match (self.mode, expected) {
+            (PayloadMode::Fingerprint, WriteData::Fingerprints(f)) => got.fingerprints == f,
+            (PayloadMode::Fingerprint, WriteData::Bytes(b)) => {
+                b.chunks(lba).map(fingerprint).eq(got.fingerprints.iter().copied())
+            }
+            (PayloadMode::Full, WriteData::Bytes(b)) => got.bytes == b,
+            (PayloadMode::Full, WriteData::Fingerprints(f)) => {
+                let mut exp = Vec::with_capacity(f.len() * lba);
+                for &fp in f {
+                    block_from_fingerprint(fp, lba as u64, &mut exp);
+                }
+                got.bytes == exp
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequential_round_trip_in_both_modes() {
+        for mode in [PayloadMode::Full, PayloadMode::Fingerprint] {
+            let mut s = DataStore::new(mode, 512, 4);
+            s.write(1, 0, true, WriteData::Fingerprints(&[7, 8]));
+            s.write(1, 2, true, WriteData::Bytes(&[3u8; 512]));
+            let mut out = ReadData::default();
+            s.read(1, 0, 2, &mut out);
+            assert!(s.matches(WriteData::Fingerprints(&[7, 8]), &out));
+            out.clear();
+            s.read(1, 2, 1, &mut out);
+            assert!(s.matches(WriteData::Bytes(&[3u8; 512]), &out));
+            out.clear();
+            s.read(1, 3, 1, &mut out); // above the write pointer: zeros
+            assert!(s.matches(WriteData::Bytes(&[0u8; 512]), &out));
+            s.clear(1);
+            out.clear();
+            s.read(1, 0, 1, &mut out);
+            assert!(!s.matches(WriteData::Fingerprints(&[7]), &out));
+        }
+    }
+
+    #[test]
+    fn conventional_zone_overwrites() {
+        let mut s = DataStore::new(PayloadMode::Fingerprint, 4096, 2);
+        s.write(0, 5, false, WriteData::Fingerprints(&[1]));
+        s.write(0, 5, false, WriteData::Fingerprints(&[2]));
+        let mut out = ReadData::default();
+        s.read(0, 5, 1, &mut out);
+        assert_eq!(out.fingerprints, vec![2]);
+        assert_eq!(s.stored_bytes(), 8);
+    }
+
+    #[test]
+    fn fingerprint_mode_memory_grows_with_data() {
+        let mut s = DataStore::new(PayloadMode::Fingerprint, 4096, 40_704);
+        assert_eq!(s.stored_bytes(), 0);
+        s.write(9, 0, true, WriteData::Fingerprints(&[1; 1000]));
+        assert_eq!(s.stored_bytes(), 8000);
+    }
+}

@@ -1,0 +1,466 @@
+//! Device profiles: the physical parameters of a drive, read from `profiles/*.toml`.
+//!
+//! A profile holds geometry, flash latencies, controller costs and host I/O stack costs — never a
+//! result. Any field can be overridden with `key=value` (`zones=64`, `dies_per_chip=2`, or the
+//! qualified `zns.zones=64`), so tests run on small devices. Impossible geometries are refused
+//! with a message naming the field.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use zonelab_flash::{Duration, Rate, Size};
+
+/// Profiles shipped with ZoneLab, embedded so the binary works from any directory.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("zn540", include_str!("../../../profiles/zn540.toml")),
+    ("znsplus-mlc", include_str!("../../../profiles/znsplus-mlc.toml")),
+    ("znsplus-tlc", include_str!("../../../profiles/znsplus-tlc.toml")),
+    ("znsplus-znand", include_str!("../../../profiles/znsplus-znand.toml")),
+    ("isar-femu", include_str!("../../../profiles/isar-femu.toml")),
+    ("zlfs-smallzone", include_str!("../../../profiles/zlfs-smallzone.toml")),
+];
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub geometry: GeometrySection,
+    pub zns: ZnsSection,
+    pub flash: FlashSection,
+    pub controller: ControllerSection,
+    pub host: HostSection,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeometrySection {
+    pub channels: u32,
+    pub chips_per_channel: u32,
+    pub dies_per_chip: u32,
+    pub planes_per_die: u32,
+    pub blocks_per_plane: u32,
+    pub pages_per_block: u32,
+    pub page_size: Size,
+    pub lba_size: Size,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZnsSection {
+    pub zones: u32,
+    /// Zone size (the LBA span of a zone); the capacity follows from the flash mapping.
+    pub zone_size: Size,
+    /// Zone interleaving degree D_zone in dies (seed 000 §2.2); 1 maps a zone to one die.
+    pub zone_dies: u32,
+    /// Blocks per plane of each die that one zone occupies.
+    pub blocks_per_zone: u32,
+    pub max_open: u32,
+    pub max_active: u32,
+    #[serde(default)]
+    pub conventional_zones: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlashSection {
+    pub read: Duration,
+    pub program: Duration,
+    pub erase: Duration,
+    pub copyback: Duration,
+    pub page_transfer: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerSection {
+    pub firmware_cores: u32,
+    /// Fixed latency from doorbell to the command being in the controller (not a shared resource).
+    pub sq_fetch: Duration,
+    /// Fixed latency from command completion to the completion entry reaching the host.
+    pub cq_post: Duration,
+    pub read_cost: Duration,
+    pub write_cost: Duration,
+    /// Extra firmware work of a zone append on the append engines (LBA assignment).
+    pub append_cost: Duration,
+    pub append_engines: u32,
+    pub open_cost: Duration,
+    pub close_cost: Duration,
+    /// Extra firmware work when a write or append opens a zone implicitly.
+    pub implicit_open_cost: Duration,
+    /// Zone reset: fixed firmware work plus unmapping work per MiB of data written in the zone.
+    pub reset_cost: Duration,
+    pub reset_cost_per_mib: Duration,
+    /// Zone finish: firmware work before the remaining capacity is padded.
+    pub finish_cost: Duration,
+    pub write_buffer: Size,
+    pub pcie_lanes: u32,
+    pub pcie_lane_bandwidth: Rate,
+    pub pcie_transfer_cost: Duration,
+    pub power_loss_protection: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSection {
+    pub spdk_submit: Duration,
+    pub spdk_complete: Duration,
+    pub io_uring_submit: Duration,
+    pub io_uring_complete: Duration,
+    pub mq_deadline_dispatch: Duration,
+    pub mq_deadline_max_merge: Size,
+}
+
+/// Why a profile could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error(
+        "unknown device profile '{0}': use one of {list} or a path to a .toml file",
+        list = builtin_names().join(", ")
+    )]
+    Unknown(String),
+    #[error("cannot read profile {path}: {err}")]
+    Io { path: String, err: std::io::Error },
+    #[error("profile {source_name}: {msg}")]
+    Parse { source_name: String, msg: String },
+    #[error("override '{0}': expected key=value, e.g. zones=64")]
+    BadOverride(String),
+    #[error("override '{key}': no such profile field; fields are: {fields}")]
+    UnknownField { key: String, fields: String },
+    #[error("override '{key}': field name is ambiguous, qualify it as one of: {choices}")]
+    AmbiguousField { key: String, choices: String },
+    #[error("impossible device: {0}")]
+    Invalid(String),
+}
+
+pub fn builtin_names() -> Vec<&'static str> {
+    BUILTIN.iter().map(|(n, _)| *n).collect()
+}
+
+impl Profile {
+    /// Loads a built-in profile by name, or a TOML file by path, then applies `overrides`.
+    pub fn load(name_or_path: &str, overrides: &[(String, String)]) -> Result<Profile, ProfileError> {
+        let (text, source_name) = match BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            Some((n, t)) => (t.to_string(), n.to_string()),
+            None => {
+                let p = Path::new(name_or_path);
+                if !name_or_path.ends_with(".toml") && !p.exists() {
+                    return Err(ProfileError::Unknown(name_or_path.to_string()));
+                }
+                let t = std::fs::read_to_string(p).map_err(|err| ProfileError::Io {
+                    path: name_or_path.to_string(),
+                    err,
+                })?;
+                (t, name_or_path.to_string())
+            }
+        };
+        Profile::from_toml(&text, &source_name, overrides)
+    }
+
+    /// Parses profile text and applies overrides; validates the result.
+    pub fn from_toml(
+        text: &str,
+        source_name: &str,
+        overrides: &[(String, String)],
+    ) -> Result<Profile, ProfileError> {
+        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| ProfileError::Parse {
+            source_name: source_name.to_string(),
+            msg: e.message().to_string(),
+        })?;
+        for (k, v) in overrides {
+            apply_override(&mut table, k, v)?;
+        }
+        let profile: Profile =
+            Profile::deserialize(toml::Value::Table(table)).map_err(|e| ProfileError::Parse {
+                source_name: source_name.to_string(),
+                msg: e.message().to_string(),
+            })?;
+        profile.validate()?;
+        Ok(profile)
+    }
+
+    /// Parses `key=value` strings as given on a command line.
+    pub fn parse_overrides(items: &[String]) -> Result<Vec<(String, String)>, ProfileError> {
+        items
+            .iter()
+            .map(|s| match s.split_once('=') {
+                Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+                _ => Err(ProfileError::BadOverride(s.clone())),
+            })
+            .collect()
+    }
+
+    pub fn lba_size(&self) -> u64 {
+        self.geometry.lba_size.0
+    }
+    pub fn flash_geometry(&self) -> zonelab_flash::Geometry {
+        let g = &self.geometry;
+        zonelab_flash::Geometry {
+            channels: g.channels,
+            chips_per_channel: g.chips_per_channel,
+            dies_per_chip: g.dies_per_chip,
+            planes_per_die: g.planes_per_die,
+            blocks_per_plane: g.blocks_per_plane,
+            pages_per_block: g.pages_per_block,
+            page_size: g.page_size.0,
+        }
+    }
+    pub fn flash_timing(&self) -> zonelab_flash::FlashTiming {
+        let f = &self.flash;
+        zonelab_flash::FlashTiming {
+            read: f.read.0,
+            program: f.program.0,
+            erase: f.erase.0,
+            copyback: f.copyback.0,
+            page_transfer: f.page_transfer.0,
+        }
+    }
+    /// LBAs per flash page (a chunk, seed 000 §2.1).
+    pub fn lbas_per_chunk(&self) -> u64 {
+        self.geometry.page_size.0 / self.lba_size()
+    }
+    /// Zone capacity in LBAs: dies x planes x blocks x pages x LBAs per page.
+    pub fn zone_capacity_lbas(&self) -> u64 {
+        let g = &self.geometry;
+        self.zns.zone_dies as u64
+            * g.planes_per_die as u64
+            * self.zns.blocks_per_zone as u64
+            * g.pages_per_block as u64
+            * self.lbas_per_chunk()
+    }
+    pub fn zone_size_lbas(&self) -> u64 {
+        self.zns.zone_size.0 / self.lba_size()
+    }
+    /// Flash block groups each flash chip group can hold.
+    pub fn fbgs_per_fcg(&self) -> u32 {
+        self.geometry.blocks_per_plane / self.zns.blocks_per_zone.max(1)
+    }
+    pub fn fcg_count(&self) -> u32 {
+        self.flash_geometry().total_dies() / self.zns.zone_dies.max(1)
+    }
+
+    pub fn validate(&self) -> Result<(), ProfileError> {
+        let inv = |s: String| Err(ProfileError::Invalid(s));
+        let fg = self.flash_geometry();
+        fg.validate().map_err(ProfileError::Invalid)?;
+        self.flash_timing().validate().map_err(ProfileError::Invalid)?;
+        let lba = self.lba_size();
+        if !(512..=65536).contains(&lba) || !lba.is_power_of_two() {
+            return inv(format!("lba_size must be a power of two from 512 to 65536 (got {lba})"));
+        }
+        if self.geometry.page_size.0 % lba != 0 {
+            return inv(format!(
+                "page_size ({}) must be a multiple of lba_size ({lba})",
+                self.geometry.page_size.0
+            ));
+        }
+        let z = &self.zns;
+        let dies = fg.total_dies();
+        if z.zone_dies == 0 || dies % z.zone_dies != 0 {
+            return inv(format!(
+                "zone_dies ({}) must divide the number of dies ({dies} = channels x chips_per_channel x dies_per_chip)",
+                z.zone_dies
+            ));
+        }
+        if z.blocks_per_zone == 0 || z.blocks_per_zone > self.geometry.blocks_per_plane {
+            return inv(format!(
+                "blocks_per_zone ({}) must be between 1 and blocks_per_plane ({})",
+                z.blocks_per_zone, self.geometry.blocks_per_plane
+            ));
+        }
+        if z.zones == 0 {
+            return inv("zones must be at least 1".into());
+        }
+        if z.zone_size.0 % lba != 0 {
+            return inv(format!("zone_size must be a multiple of lba_size ({lba})"));
+        }
+        let cap = self.zone_capacity_lbas();
+        if self.zone_size_lbas() < cap {
+            return inv(format!(
+                "zone_size ({} LBAs) is smaller than the zone capacity the flash mapping gives ({cap} LBAs = zone_dies x planes_per_die x blocks_per_zone x pages_per_block x page_size); raise zone_size or lower one of those",
+                self.zone_size_lbas()
+            ));
+        }
+        let per_fcg = (z.zones as u64).div_ceil(self.fcg_count() as u64);
+        if per_fcg > self.fbgs_per_fcg() as u64 {
+            return inv(format!(
+                "zones ({}) need {per_fcg} flash block groups per chip group but blocks_per_plane ({}) / blocks_per_zone ({}) gives only {}; lower zones or raise blocks_per_plane",
+                z.zones, self.geometry.blocks_per_plane, z.blocks_per_zone, self.fbgs_per_fcg()
+            ));
+        }
+        if z.conventional_zones > 0 && per_fcg + 2 > self.fbgs_per_fcg() as u64 {
+            return inv(format!(
+                "conventional_zones need two spare flash block groups per chip group: blocks_per_plane ({}) / blocks_per_zone ({}) must be at least {}",
+                self.geometry.blocks_per_plane, z.blocks_per_zone, per_fcg + 2
+            ));
+        }
+        if z.max_open == 0 || z.max_active == 0 {
+            return inv("max_open and max_active must be at least 1".into());
+        }
+        if z.max_open > z.max_active {
+            return inv(format!(
+                "max_open ({}) cannot exceed max_active ({})",
+                z.max_open, z.max_active
+            ));
+        }
+        if z.conventional_zones >= z.zones {
+            return inv(format!(
+                "conventional_zones ({}) must be fewer than zones ({})",
+                z.conventional_zones, z.zones
+            ));
+        }
+        let total = z.zones as u128 * self.zone_size_lbas() as u128;
+        if total > (1u128 << 48) {
+            return inv("zones x zone_size exceeds 2^48 LBAs".into());
+        }
+        let c = &self.controller;
+        if c.firmware_cores == 0 || c.append_engines == 0 || c.pcie_lanes == 0 {
+            return inv("firmware_cores, append_engines and pcie_lanes must be at least 1".into());
+        }
+        if c.pcie_lane_bandwidth.0 == 0 {
+            return inv("pcie_lane_bandwidth must be greater than zero".into());
+        }
+        // The buffer must hold one partial page per active zone plus a full page in flight.
+        let need = (z.max_active as u64 + 2) * self.geometry.page_size.0;
+        if c.write_buffer.0 < need {
+            return inv(format!(
+                "write_buffer ({}) must hold at least (max_active + 2) flash pages = {need} bytes",
+                c.write_buffer.0
+            ));
+        }
+        if self.host.mq_deadline_max_merge.0 < lba {
+            return inv("mq_deadline_max_merge must be at least one LBA".into());
+        }
+        Ok(())
+    }
+
+    /// The profile as TOML, for reports (`config` in results).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+}
+
+/// Sets `key` (bare field name, or `section.field`) to `value` in the profile table. The value is
+/// parsed as TOML when it can be (numbers, booleans), else taken as a string ("16KiB").
+fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(), ProfileError> {
+    let parsed: toml::Value = match format!("v = {value}").parse::<toml::Table>() {
+        Ok(mut t) => t.remove("v").expect("just parsed"),
+        Err(_) => toml::Value::String(value.to_string()),
+    };
+    let (section, field) = match key.split_once('.') {
+        Some((s, f)) => (Some(s), f),
+        None => (None, key),
+    };
+    if section.is_none() && table.get(field).is_some_and(|v| !v.is_table()) {
+        table.insert(field.to_string(), parsed);
+        return Ok(());
+    }
+    let mut hits: Vec<String> = Vec::new();
+    for (sname, sval) in table.iter() {
+        if let toml::Value::Table(t) = sval
+            && section.is_none_or(|s| s == sname)
+            && t.contains_key(field)
+        {
+            hits.push(sname.clone());
+        }
+    }
+    match hits.len() {
+        1 => {
+            let t = table
+                .get_mut(&hits[0])
+                .and_then(|v| v.as_table_mut())
+                .expect("section found above");
+            t.insert(field.to_string(), parsed);
+            Ok(())
+        }
+        0 => {
+            // Optional fields absent from the file can still be set when qualified or unique.
+            const OPTIONAL: &[(&str, &str)] = &[("zns", "conventional_zones"), ("", "description")];
+            if let Some((s, f)) = OPTIONAL
+                .iter()
+                .find(|(s, f)| *f == field && section.is_none_or(|q| q == *s))
+            {
+                if s.is_empty() {
+                    table.insert(f.to_string(), parsed);
+                } else if let Some(t) = table.get_mut(*s).and_then(|v| v.as_table_mut()) {
+                    t.insert(f.to_string(), parsed);
+                }
+                return Ok(());
+            }
+            let mut fields: Vec<String> = Vec::new();
+            for (sname, sval) in table.iter() {
+                if let toml::Value::Table(t) = sval {
+                    fields.extend(t.keys().map(|k| format!("{sname}.{k}")));
+                }
+            }
+            Err(ProfileError::UnknownField {
+                key: key.to_string(),
+                fields: fields.join(", "),
+            })
+        }
+        _ => Err(ProfileError::AmbiguousField {
+            key: key.to_string(),
+            choices: hits.iter().map(|s| format!("{s}.{field}")).collect::<Vec<_>>().join(", "),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ov(items: &[&str]) -> Vec<(String, String)> {
+        Profile::parse_overrides(&items.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn every_builtin_profile_is_valid() {
+        for (name, _) in BUILTIN {
+            let p = Profile::load(name, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(&p.name, name);
+        }
+    }
+
+    #[test]
+    fn zn540_matches_the_drive() {
+        let p = Profile::load("zn540", &[]).unwrap();
+        assert_eq!(p.zns.zones, 904);
+        assert_eq!(p.zone_size_lbas(), 524_288);
+        assert_eq!(p.zone_capacity_lbas(), 275_712);
+        assert_eq!((p.zns.max_open, p.zns.max_active), (14, 14));
+    }
+
+    #[test]
+    fn overrides_by_bare_and_qualified_name() {
+        let p = Profile::load("zn540", &ov(&["zones=64", "geometry.dies_per_chip=1", "zone_dies=32", "read=50us"]))
+            .unwrap();
+        assert_eq!(p.zns.zones, 64);
+        assert_eq!(p.geometry.dies_per_chip, 1);
+        assert_eq!(p.flash.read.0, zonelab_sim::Nanos::from_us(50));
+    }
+
+    #[test]
+    fn impossible_geometry_names_the_field() {
+        let e = Profile::load("zn540", &ov(&["zone_dies=48"])).unwrap_err().to_string();
+        assert!(e.contains("zone_dies"), "{e}");
+        let e = Profile::load("zn540", &ov(&["pages_per_block=0"])).unwrap_err().to_string();
+        assert!(e.contains("pages_per_block"), "{e}");
+        let e = Profile::load("zn540", &ov(&["zones=100000"])).unwrap_err().to_string();
+        assert!(e.contains("zones"), "{e}");
+        let e = Profile::load("zn540", &ov(&["max_open=20"])).unwrap_err().to_string();
+        assert!(e.contains("max_open"), "{e}");
+        let e = Profile::load("zn540", &ov(&["zone_size=1MiB"])).unwrap_err().to_string();
+        assert!(e.contains("zone_size"), "{e}");
+    }
+
+    #[test]
+    fn bad_overrides_are_explained() {
+        let e = Profile::load("zn540", &ov(&["zonez=3"])).unwrap_err().to_string();
+        assert!(e.contains("no such profile field"), "{e}");
+        let e = Profile::load("zn540", &ov(&["read=fast"])).unwrap_err().to_string();
+        assert!(e.contains("not a duration"), "{e}");
+        assert!(Profile::parse_overrides(&["zones".to_string()]).is_err());
+        let e = Profile::load("nope", &[]).unwrap_err().to_string();
+        assert!(e.contains("zn540"), "{e}");
+    }
+}

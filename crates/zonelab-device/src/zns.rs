@@ -1,0 +1,586 @@
+//! The zoned namespace device: the zone state machine ([`ZoneSet`]) with timing, flash mapping,
+//! write buffer and stored data around it.
+//!
+//! Each command is processed when it arrives: its effect on zones and data is immediate, and its
+//! completion time comes from reserving the resources it uses in order — firmware core, append
+//! engine, PCIe link, write buffer, channels and dies (DESIGN.md "Resources are timelines"). The
+//! caller (the host stack model) waits until that time.
+
+use crate::ftl::PageFtl;
+use crate::mapping::ZoneMapper;
+use crate::payload::{DataStore, PayloadMode, ReadData, WriteData};
+use crate::status::NvmeStatus;
+use crate::write_buffer::WriteBuffer;
+use crate::zone::{Lba, MgmtOutcome, ReportFilter, Zone, ZoneGeometry, ZoneId, ZoneSet, ZoneState, ZoneType};
+use crate::{Profile, ProfileError};
+use serde::{Deserialize, Serialize};
+use zonelab_flash::{FlashArray, FlashCounters, Firmware, PcieLink, Timeline};
+use zonelab_sim::Nanos;
+
+/// Zone Send Action (Zone Management Send).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ZoneAction {
+    Open,
+    Close,
+    Finish,
+    Reset,
+    Offline,
+}
+
+impl std::str::FromStr for ZoneAction {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "open" => Ok(ZoneAction::Open),
+            "close" => Ok(ZoneAction::Close),
+            "finish" => Ok(ZoneAction::Finish),
+            "reset" => Ok(ZoneAction::Reset),
+            "offline" => Ok(ZoneAction::Offline),
+            _ => Err(format!(
+                "zone action '{s}': use open, close, finish, reset or offline"
+            )),
+        }
+    }
+}
+
+/// The outcome of a command: when it completes, and its status (for an append, the LBA the data
+/// went to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    pub done: Nanos,
+    pub status: Result<Option<Lba>, NvmeStatus>,
+}
+
+/// Device-level counters (flash operations come from the flash array).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceCounters {
+    pub reads: u64,
+    pub writes: u64,
+    pub appends: u64,
+    pub read_lbas: u64,
+    pub written_lbas: u64,
+    pub padded_pages: u64,
+    pub zone_opens: u64,
+    pub implicit_opens: u64,
+    pub zone_closes: u64,
+    pub zone_finishes: u64,
+    pub zone_resets: u64,
+    pub errors: u64,
+    pub buffer_hits: u64,
+}
+
+/// Per sequential zone: how many of its chunks are scheduled for program. Chunks from there to
+/// the write pointer are in the write buffer.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct ZoneProgress {
+    pub(crate) programmed_chunks: u64,
+    /// Data blocks written since the last reset (finish moves the write pointer, not this).
+    pub(crate) written: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ZonedDevice {
+    pub(crate) profile: Profile,
+    pub(crate) lba_size: u64,
+    pub(crate) lbas_per_chunk: u64,
+    pub(crate) zones: ZoneSet,
+    pub(crate) map: ZoneMapper,
+    pub(crate) flash: FlashArray,
+    pub(crate) pcie: PcieLink,
+    pub(crate) firmware: Firmware,
+    pub(crate) append_engines: Vec<Timeline>,
+    pub(crate) buffer: WriteBuffer,
+    pub(crate) data: DataStore,
+    pub(crate) progress: Vec<ZoneProgress>,
+    pub(crate) conventional: Option<PageFtl>,
+    pub(crate) counters: DeviceCounters,
+}
+
+impl ZonedDevice {
+    pub fn new(profile: Profile, payload: PayloadMode) -> Result<ZonedDevice, ProfileError> {
+        profile.validate()?;
+        let lba_size = profile.lba_size();
+        let z = &profile.zns;
+        let geom = ZoneGeometry {
+            zone_size: profile.zone_size_lbas(),
+            zone_capacity: profile.zone_capacity_lbas(),
+            zones: z.zones,
+            conventional_zones: z.conventional_zones,
+            max_open: z.max_open,
+            max_active: z.max_active,
+        };
+        let zones = ZoneSet::new(geom).map_err(|e| ProfileError::Invalid(e.to_string()))?;
+        let mut map = ZoneMapper::new(&profile);
+        let c = &profile.controller;
+        let lbas_per_chunk = profile.lbas_per_chunk();
+        let conventional = if z.conventional_zones > 0 {
+            // Conventional zones are page-mapped over their own block groups plus two spare
+            // groups per chip group they use (the over-provisioning garbage collection needs).
+            let mut pool = Vec::new();
+            for zid in 0..z.conventional_zones {
+                map.allocate(zid);
+                pool.extend(map.blocks_of(zid));
+            }
+            let fcgs_used = z.conventional_zones.min(profile.fcg_count());
+            for fcg in 0..fcgs_used {
+                for _ in 0..2 {
+                    let fbg = map.take_free(fcg).ok_or_else(|| {
+                        ProfileError::Invalid(
+                            "conventional zones need two spare flash block groups per chip group; raise blocks_per_plane or lower zones".into(),
+                        )
+                    })?;
+                    pool.extend(map.blocks_of_fbg(fcg, fbg));
+                }
+            }
+            let pages = z.conventional_zones as u64 * map.chunks_per_zone();
+            Some(
+                PageFtl::new(pool, profile.geometry.pages_per_block, pages)
+                    .map_err(|e| ProfileError::Invalid(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        Ok(ZonedDevice {
+            lba_size,
+            lbas_per_chunk,
+            flash: FlashArray::new(profile.flash_geometry(), profile.flash_timing()),
+            pcie: PcieLink::new(c.pcie_lanes, c.pcie_lane_bandwidth.0, c.pcie_transfer_cost.0),
+            firmware: Firmware::new(c.firmware_cores),
+            append_engines: vec![Timeline::new(); c.append_engines as usize],
+            buffer: WriteBuffer::new(c.write_buffer.0 / lba_size),
+            data: DataStore::new(payload, lba_size, z.zones),
+            progress: vec![ZoneProgress::default(); z.zones as usize],
+            counters: DeviceCounters::default(),
+            zones,
+            map,
+            conventional,
+            profile,
+        })
+    }
+
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+    pub fn lba_size(&self) -> u64 {
+        self.lba_size
+    }
+    pub fn zones(&self) -> &ZoneSet {
+        &self.zones
+    }
+    pub fn zone(&self, id: ZoneId) -> &Zone {
+        self.zones.zone(id)
+    }
+    pub fn payload_mode(&self) -> PayloadMode {
+        self.data.mode()
+    }
+    pub fn data(&self) -> &DataStore {
+        &self.data
+    }
+    pub fn counters(&self) -> DeviceCounters {
+        self.counters
+    }
+    pub fn flash(&self) -> &FlashArray {
+        &self.flash
+    }
+    pub fn flash_counters(&self) -> FlashCounters {
+        self.flash.counters()
+    }
+    pub fn mapper(&self) -> &ZoneMapper {
+        &self.map
+    }
+    pub fn ftl(&self) -> Option<&PageFtl> {
+        self.conventional.as_ref()
+    }
+    pub fn buffer_stall(&self) -> Nanos {
+        self.buffer.stalled()
+    }
+
+    /// Flash bytes programmed per byte the host wrote (padding, conventional-zone garbage
+    /// collection and copies included).
+    pub fn write_amplification(&self) -> f64 {
+        let host = self.counters.written_lbas * self.lba_size;
+        if host == 0 {
+            return 0.0;
+        }
+        let c = self.flash.counters();
+        let programmed = (c.programs + c.copybacks) * self.profile.geometry.page_size.0;
+        programmed as f64 / host as f64
+    }
+
+    fn error(&mut self, now: Nanos, at: Nanos, cost: Nanos, status: NvmeStatus) -> Completion {
+        self.counters.errors += 1;
+        let t = self.firmware.run(now, at, cost);
+        Completion {
+            done: t + self.profile.controller.cq_post.0,
+            status: Err(status),
+        }
+    }
+
+    fn arrive(&self, at: Nanos) -> Nanos {
+        at + self.profile.controller.sq_fetch.0
+    }
+
+    /// Gives a zone its flash block group when it first becomes active, erasing blocks that
+    /// still hold old data. Returns when the zone's first program may start.
+    fn ensure_mapped(&mut self, now: Nanos, at: Nanos, zone: ZoneId) -> Nanos {
+        if self.map.fbg_of(zone.0).is_some() {
+            return at;
+        }
+        self.map.allocate(zone.0);
+        let mut ready = at;
+        for b in self.map.blocks_of(zone.0) {
+            if self.flash.programmed_pages(b) > 0 {
+                ready = ready.max(self.flash.erase(now, at, b));
+            }
+        }
+        ready
+    }
+
+    /// Schedules programs for every chunk of `zone` that is full in the buffer, with data ready
+    /// at `ready`. Returns when the last scheduled program completes.
+    fn program_full_chunks(&mut self, now: Nanos, ready: Nanos, zone: ZoneId) -> Nanos {
+        let z = self.zones.zone(zone);
+        let written = z.wp.0 - z.start.0;
+        let full_chunks = written / self.lbas_per_chunk;
+        let mut last = ready;
+        let lpc = self.lbas_per_chunk;
+        while self.progress[zone.0 as usize].programmed_chunks < full_chunks {
+            let c = self.progress[zone.0 as usize].programmed_chunks;
+            let page = self.map.page_of(zone.0, c);
+            let done = self.flash.program(now, ready, page);
+            self.buffer.release_at(done, lpc);
+            self.progress[zone.0 as usize].programmed_chunks = c + 1;
+            last = last.max(done);
+        }
+        last
+    }
+
+    /// Write (`append` false) or Zone Append (`append` true, `slba` the zone start).
+    pub fn write(&mut self, now: Nanos, at: Nanos, slba: Lba, data: WriteData<'_>, append: bool) -> Completion {
+        let c = self.profile.controller.clone();
+        let at = self.arrive(at);
+        let nlb = data.blocks(self.lba_size);
+        if let WriteData::Bytes(b) = data
+            && (b.len() as u64 % self.lba_size != 0)
+        {
+            return self.error(now, at, c.write_cost.0, NvmeStatus::InvalidFieldInCommand);
+        }
+        if nlb > self.buffer_limit() {
+            return self.error(now, at, c.write_cost.0, NvmeStatus::InvalidFieldInCommand);
+        }
+        let outcome = match self.zones.write(slba, nlb, append) {
+            Ok(o) => o,
+            Err(s) => return self.error(now, at, c.write_cost.0, s),
+        };
+        let zone = outcome.zone;
+        let zinfo = self.zones.zone(zone);
+        let zstart = zinfo.start;
+        let conventional = zinfo.ztype == ZoneType::Conventional;
+        let off = outcome.lba.0 - zstart.0;
+        let mut cost = c.write_cost.0;
+        if outcome.implicitly_opened {
+            cost += c.implicit_open_cost.0;
+            self.counters.implicit_opens += 1;
+        }
+        let mut t = self.firmware.run(now, at, cost);
+        if append {
+            let engine = (0..self.append_engines.len())
+                .min_by_key(|&i| self.append_engines[i].free_after(t))
+                .expect("at least one append engine");
+            t = self.append_engines[engine].reserve(now, t, c.append_cost.0) + c.append_cost.0;
+            self.counters.appends += 1;
+        } else {
+            self.counters.writes += 1;
+        }
+        t = self.pcie.to_device(now, t, nlb * self.lba_size);
+        let in_buffer = self.buffer.admit(t, nlb);
+        self.counters.written_lbas += nlb;
+        self.data.write(zone.0, off, !conventional, data);
+        self.progress[zone.0 as usize].written += nlb;
+        if conventional {
+            self.program_conventional(now, in_buffer, zone, off, nlb);
+        } else {
+            let ready = self.ensure_mapped(now, in_buffer, zone);
+            self.program_full_chunks(now, ready, zone);
+        }
+        Completion {
+            done: in_buffer + c.cq_post.0,
+            status: Ok(Some(outcome.lba)),
+        }
+    }
+
+    /// Largest transfer one command may carry (the buffer must hold it; MDTS-like).
+    pub fn buffer_limit(&self) -> u64 {
+        (self.profile.controller.write_buffer.0 / self.lba_size / 4).max(1)
+    }
+
+    fn program_conventional(&mut self, now: Nanos, ready: Nanos, zone: ZoneId, off: u64, nlb: u64) {
+        let lpc = self.lbas_per_chunk;
+        let base = zone.0 as u64 * self.map.chunks_per_zone();
+        let ftl = self.conventional.as_mut().expect("conventional zones have an FTL");
+        let first = off / lpc;
+        let last = (off + nlb - 1) / lpc;
+        let mut release = ready;
+        for chunk in first..=last {
+            let lo = (chunk * lpc).max(off);
+            let hi = ((chunk + 1) * lpc).min(off + nlb);
+            let partial = hi - lo < lpc;
+            release = release.max(ftl.write(&mut self.flash, now, ready, base + chunk, partial));
+        }
+        self.buffer.release_at(release, nlb);
+    }
+
+    /// Read of `nlb` blocks from `slba`; the data is appended to `out` when given.
+    pub fn read(&mut self, now: Nanos, at: Nanos, slba: Lba, nlb: u64, out: Option<&mut ReadData>) -> Completion {
+        let c = self.profile.controller.clone();
+        let at = self.arrive(at);
+        if nlb == 0 || nlb > self.buffer_limit() {
+            return self.error(now, at, c.read_cost.0, NvmeStatus::InvalidFieldInCommand);
+        }
+        if let Err(s) = self.zones.check_read(slba, nlb) {
+            return self.error(now, at, c.read_cost.0, s);
+        }
+        self.counters.reads += 1;
+        self.counters.read_lbas += nlb;
+        let t = self.firmware.run(now, at, c.read_cost.0);
+        let mut data_ready = t;
+        let mut out = out;
+        let zs = self.zones.geometry().zone_size;
+        let mut lba = slba.0;
+        let end = slba.0 + nlb;
+        while lba < end {
+            let zone = ZoneId((lba / zs) as u32);
+            let z = self.zones.zone(zone);
+            let (zstart, wp, ztype) = (z.start.0, z.wp.0, z.ztype);
+            let seg_end = end.min(zstart + zs);
+            let off = lba - zstart;
+            let n = seg_end - lba;
+            if let Some(o) = out.as_deref_mut() {
+                self.data.read(zone.0, off, n, o);
+            }
+            data_ready = data_ready.max(self.read_timing(now, t, zone, zstart, off, n, wp, ztype));
+            lba = seg_end;
+        }
+        let done = self.pcie.to_host(now, data_ready, nlb * self.lba_size);
+        Completion {
+            done: done + c.cq_post.0,
+            status: Ok(None),
+        }
+    }
+
+    /// Flash work of reading blocks `off..off+n` of one zone; returns when the data is in the
+    /// controller. Unwritten blocks need no flash access; buffered ones are served from DRAM.
+    #[allow(clippy::too_many_arguments)]
+    fn read_timing(&mut self, now: Nanos, at: Nanos, zone: ZoneId, zstart: u64, off: u64, n: u64, wp: u64, ztype: ZoneType) -> Nanos {
+        let lpc = self.lbas_per_chunk;
+        let mut ready = at;
+        let first = off / lpc;
+        let last = (off + n - 1) / lpc;
+        for chunk in first..=last {
+            let lo = (chunk * lpc).max(off);
+            let hi = ((chunk + 1) * lpc).min(off + n);
+            let bytes = (hi - lo) * self.lba_size;
+            let page = match ztype {
+                ZoneType::Conventional => {
+                    let base = zone.0 as u64 * self.map.chunks_per_zone();
+                    self.conventional.as_ref().and_then(|f| f.lookup(base + chunk))
+                }
+                ZoneType::SequentialWriteRequired => {
+                    if zstart + lo >= wp {
+                        None
+                    } else if chunk >= self.progress[zone.0 as usize].programmed_chunks {
+                        self.counters.buffer_hits += 1;
+                        None
+                    } else {
+                        Some(self.map.page_of(zone.0, chunk))
+                    }
+                }
+            };
+            if let Some(p) = page {
+                ready = ready.max(self.flash.read(now, at, p, bytes));
+            }
+        }
+        ready
+    }
+
+    /// Zone Management Send for one zone (`select_all` false) or all zones.
+    pub fn zone_mgmt(&mut self, now: Nanos, at: Nanos, action: ZoneAction, zslba: Lba, select_all: bool) -> Completion {
+        let c = self.profile.controller.clone();
+        let at = self.arrive(at);
+        let base_cost = match action {
+            ZoneAction::Open => c.open_cost.0,
+            ZoneAction::Close => c.close_cost.0,
+            ZoneAction::Finish => c.finish_cost.0,
+            ZoneAction::Reset => c.reset_cost.0,
+            ZoneAction::Offline => c.close_cost.0,
+        };
+        let results: Vec<(ZoneId, MgmtOutcome)> = if select_all {
+            let r = match action {
+                ZoneAction::Open => self.zones.open_all(),
+                ZoneAction::Close => self.zones.close_all(),
+                ZoneAction::Finish => self.zones.finish_all(),
+                ZoneAction::Reset => self.zones.reset_all(),
+                ZoneAction::Offline => self.zones.offline_all(),
+            };
+            match r {
+                Ok(v) => v,
+                Err(s) => return self.error(now, at, base_cost, s),
+            }
+        } else {
+            let zone = match self.zones.zone_of(zslba) {
+                Ok(z) => z,
+                Err(s) => return self.error(now, at, base_cost, s),
+            };
+            if self.zones.zone(zone).start != zslba {
+                return self.error(now, at, base_cost, NvmeStatus::InvalidFieldInCommand);
+            }
+            let r = match action {
+                ZoneAction::Open => self.zones.open(zone),
+                ZoneAction::Close => self.zones.close(zone),
+                ZoneAction::Finish => self.zones.finish(zone),
+                ZoneAction::Reset => self.zones.reset(zone),
+                ZoneAction::Offline => self.zones.offline(zone),
+            };
+            match r {
+                Ok(o) => vec![(zone, o)],
+                Err(s) => return self.error(now, at, base_cost, s),
+            }
+        };
+        let mut t = at;
+        let mut done = at;
+        for (zone, o) in results {
+            let (end, fin) = self.apply_mgmt(now, t, action, zone, o, base_cost);
+            t = end;
+            done = done.max(fin);
+        }
+        Completion {
+            done: done.max(t) + c.cq_post.0,
+            status: Ok(None),
+        }
+    }
+
+    /// The device-side work of one zone transition; returns (firmware done, command done).
+    fn apply_mgmt(&mut self, now: Nanos, at: Nanos, action: ZoneAction, zone: ZoneId, o: MgmtOutcome, cost: Nanos) -> (Nanos, Nanos) {
+        let c = &self.profile.controller;
+        let noop = o.from == o.to;
+        match action {
+            ZoneAction::Open => {
+                if !noop {
+                    self.counters.zone_opens += 1;
+                }
+                let t = self.firmware.run(now, at, cost);
+                self.ensure_mapped(now, t, zone);
+                (t, t)
+            }
+            ZoneAction::Close | ZoneAction::Offline => {
+                if !noop && action == ZoneAction::Close {
+                    self.counters.zone_closes += 1;
+                }
+                let t = self.firmware.run(now, at, cost);
+                (t, t)
+            }
+            ZoneAction::Reset => {
+                if noop {
+                    let t = self.firmware.run(now, at, cost);
+                    return (t, t);
+                }
+                self.counters.zone_resets += 1;
+                // Unmapping work grows with the data the zone holds (seed 001 obs. 10).
+                let mib = (o.written * self.lba_size) as f64 / (1u64 << 20) as f64;
+                let unmap = Nanos::from_f64_ns(c.reset_cost_per_mib.0.0 as f64 * mib);
+                let t = self.firmware.run(now, at, cost + unmap);
+                self.discard_buffered(zone);
+                self.data.clear(zone.0);
+                self.progress[zone.0 as usize] = ZoneProgress::default();
+                // Blocks are erased when the group is next handed out, not now.
+                self.map.release(zone.0);
+                (t, t)
+            }
+            ZoneAction::Finish => {
+                if noop {
+                    let t = self.firmware.run(now, at, cost);
+                    return (t, t);
+                }
+                self.counters.zone_finishes += 1;
+                let t = self.firmware.run(now, at, cost);
+                let ready = self.ensure_mapped(now, t, zone);
+                let end = self.pad_zone(now, ready, zone);
+                (t, end)
+            }
+        }
+    }
+
+    /// Drops the buffered (unprogrammed) data of a zone.
+    fn discard_buffered(&mut self, zone: ZoneId) {
+        let buffered = self.buffered_lbas(zone);
+        self.buffer.discard(buffered);
+    }
+
+    /// Blocks of a sequential zone in the buffer with no program scheduled: the partial chunk
+    /// past the last full one.
+    fn buffered_lbas(&self, zone: ZoneId) -> u64 {
+        let p = self.progress[zone.0 as usize];
+        p.written.saturating_sub(p.programmed_chunks * self.lbas_per_chunk)
+    }
+
+    /// Programs the rest of a zone with padding (finish, seed 001 obs. 10: finish time falls as
+    /// occupancy rises because less must be padded). Returns when the last pad program ends.
+    fn pad_zone(&mut self, now: Nanos, ready: Nanos, zone: ZoneId) -> Nanos {
+        let total = self.map.chunks_per_zone();
+        let buffered = self.buffered_lbas(zone);
+        let mut end = ready;
+        let mut first_pad = true;
+        while self.progress[zone.0 as usize].programmed_chunks < total {
+            let c = self.progress[zone.0 as usize].programmed_chunks;
+            let page = self.map.page_of(zone.0, c);
+            let done = self.flash.program(now, ready, page);
+            if first_pad && buffered > 0 {
+                self.buffer.release_at(done, buffered);
+            }
+            first_pad = false;
+            self.counters.padded_pages += 1;
+            self.progress[zone.0 as usize].programmed_chunks = c + 1;
+            end = end.max(done);
+        }
+        end
+    }
+
+    /// Flush: completes when every buffered full page is programmed. Partial pages stay in the
+    /// buffer, which is protected against power loss on every shipped profile.
+    pub fn flush(&mut self, now: Nanos, at: Nanos) -> Completion {
+        let c = self.profile.controller.clone();
+        let at = self.arrive(at);
+        let t = self.firmware.run(now, at, c.read_cost.0);
+        Completion {
+            done: self.buffer.drained_at(now).max(t) + c.cq_post.0,
+            status: Ok(None),
+        }
+    }
+
+    /// Zone Management Receive (Report Zones): descriptors from `start`, at most `max`.
+    pub fn report_zones(&mut self, now: Nanos, at: Nanos, filter: ReportFilter, start: ZoneId, max: usize) -> (Completion, Vec<Zone>) {
+        let c = self.profile.controller.clone();
+        let at = self.arrive(at);
+        let zones = self.zones.report(filter, start, max);
+        let t = self.firmware.run(now, at, c.read_cost.0);
+        let t = self.pcie.to_host(now, t, 64 * (zones.len() as u64 + 1));
+        (
+            Completion {
+                done: t + c.cq_post.0,
+                status: Ok(None),
+            },
+            zones,
+        )
+    }
+
+    /// Marks a zone read-only or offline (media failure injection for tests and tools).
+    pub fn inject_state(&mut self, zone: ZoneId, state: ZoneState) -> Result<(), String> {
+        let r = match state {
+            ZoneState::ReadOnly => self.zones.set_read_only(zone),
+            ZoneState::Offline => self.zones.set_offline(zone),
+            other => return Err(format!("cannot inject state {other}: only read-only and offline")),
+        };
+        r.map(|_| ()).map_err(|e| e.to_string())
+    }
+}

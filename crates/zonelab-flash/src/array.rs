@@ -1,0 +1,286 @@
+//! The flash array: per-die and per-channel timelines, block state, wear and counters.
+//!
+//! Model invariants are assertions (an impossible state stops the run): pages of a block are
+//! programmed in order, only after the block was erased. Block state is allocated per plane on
+//! first touch, so an untouched multi-terabyte device costs almost nothing.
+
+use crate::{DieId, FlashTiming, Geometry, Timeline};
+use serde::{Deserialize, Serialize};
+use zonelab_sim::Nanos;
+
+/// A block: die, plane within the die, block within the plane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct BlockAddr {
+    pub die: DieId,
+    pub plane: u32,
+    pub block: u32,
+}
+
+/// A page of a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PageAddr {
+    pub block: BlockAddr,
+    pub page: u32,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+struct BlockState {
+    erase_count: u32,
+    /// Next page to program; `pages_per_block` when full.
+    next_page: u32,
+}
+
+/// Operation counters of the whole array.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlashCounters {
+    pub reads: u64,
+    pub programs: u64,
+    pub erases: u64,
+    pub copybacks: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FlashArray {
+    geometry: Geometry,
+    timing: FlashTiming,
+    dies: Vec<Timeline>,
+    channels: Vec<Timeline>,
+    /// Per (die, plane): block states, allocated on first touch. Blocks start erased.
+    blocks: Vec<Option<Vec<BlockState>>>,
+    counters: FlashCounters,
+}
+
+impl FlashArray {
+    pub fn new(geometry: Geometry, timing: FlashTiming) -> FlashArray {
+        let dies = geometry.total_dies() as usize;
+        let planes = dies * geometry.planes_per_die as usize;
+        FlashArray {
+            dies: vec![Timeline::new(); dies],
+            channels: vec![Timeline::new(); geometry.channels as usize],
+            blocks: vec![None; planes],
+            geometry,
+            timing,
+            counters: FlashCounters::default(),
+        }
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+    pub fn timing(&self) -> &FlashTiming {
+        &self.timing
+    }
+    pub fn counters(&self) -> FlashCounters {
+        self.counters
+    }
+
+    fn state(&mut self, b: BlockAddr) -> &mut BlockState {
+        let g = &self.geometry;
+        assert!(
+            b.die.0 < g.total_dies() && b.plane < g.planes_per_die && b.block < g.blocks_per_plane,
+            "flash address out of the array: {b:?}"
+        );
+        let idx = b.die.0 as usize * g.planes_per_die as usize + b.plane as usize;
+        let n = g.blocks_per_plane as usize;
+        &mut self.blocks[idx].get_or_insert_with(|| vec![BlockState::default(); n])[b.block as usize]
+    }
+
+    /// Erase count of a block.
+    pub fn erase_count(&self, b: BlockAddr) -> u32 {
+        let g = &self.geometry;
+        let idx = b.die.0 as usize * g.planes_per_die as usize + b.plane as usize;
+        self.blocks
+            .get(idx)
+            .and_then(|p| p.as_ref())
+            .map_or(0, |p| p[b.block as usize].erase_count)
+    }
+
+    /// Pages programmed in a block since its last erase.
+    pub fn programmed_pages(&self, b: BlockAddr) -> u32 {
+        let g = &self.geometry;
+        let idx = b.die.0 as usize * g.planes_per_die as usize + b.plane as usize;
+        self.blocks
+            .get(idx)
+            .and_then(|p| p.as_ref())
+            .map_or(0, |p| p[b.block as usize].next_page)
+    }
+
+    /// Erase counts summed over all blocks, and the largest one.
+    pub fn wear_summary(&self) -> (u64, u32) {
+        let mut total = 0u64;
+        let mut max = 0u32;
+        for s in self.blocks.iter().flatten().flatten() {
+            total += s.erase_count as u64;
+            max = max.max(s.erase_count);
+        }
+        (total, max)
+    }
+
+    fn check_program(&mut self, p: PageAddr) {
+        let ppb = self.geometry.pages_per_block;
+        let st = self.state(p.block);
+        assert!(
+            p.page == st.next_page && p.page < ppb,
+            "flash invariant broken: program of page {} of {:?}, but the next programmable page is {} \
+             (pages must be programmed in order, after erase)",
+            p.page,
+            p.block,
+            st.next_page
+        );
+        st.next_page += 1;
+    }
+
+    /// Programs one page whose data is in the controller: channel transfer, then tPROG on the
+    /// die. Returns when the program completes.
+    pub fn program(&mut self, now: Nanos, at: Nanos, p: PageAddr) -> Nanos {
+        self.check_program(p);
+        self.counters.programs += 1;
+        let ch = self.geometry.channel_of(p.block.die) as usize;
+        let xfer = self.timing.page_transfer;
+        let die = p.block.die.0 as usize;
+        // The die must be free to latch the data: plan the transfer where both are free.
+        let die_free = self.dies[die].free_after(at);
+        let xfer_start = self.channels[ch].reserve(now, at.max(die_free), xfer);
+        let prog = self.timing.program;
+        let start = self.dies[die].reserve(now, xfer_start, xfer + prog);
+        start + xfer + prog
+    }
+
+    /// Reads `bytes` of a page: tR on the die, then the channel transfer out. Returns when the
+    /// data is in the controller.
+    pub fn read(&mut self, now: Nanos, at: Nanos, p: PageAddr, bytes: u64) -> Nanos {
+        self.counters.reads += 1;
+        let ch = self.geometry.channel_of(p.block.die) as usize;
+        let die = p.block.die.0 as usize;
+        let t_r = self.timing.read;
+        let xfer = self.timing.transfer(bytes.min(self.geometry.page_size), self.geometry.page_size);
+        let sense_start = self.dies[die].reserve(now, at, t_r);
+        let xfer_start = self.channels[ch].reserve(now, sense_start + t_r, xfer);
+        xfer_start + xfer
+    }
+
+    /// Copies a page within one plane of a die without using the channel (copyback, seed 000
+    /// §2.1). Source and destination must share die and plane.
+    pub fn copyback(&mut self, now: Nanos, at: Nanos, src: PageAddr, dst: PageAddr) -> Nanos {
+        assert!(
+            src.block.die == dst.block.die && src.block.plane == dst.block.plane,
+            "copyback across planes: {src:?} -> {dst:?}"
+        );
+        self.check_program(dst);
+        self.counters.copybacks += 1;
+        let d = self.timing.copyback;
+        let die = dst.block.die.0 as usize;
+        self.dies[die].reserve(now, at, d) + d
+    }
+
+    /// Erases a block (tBERS on its die). Returns when the erase completes.
+    pub fn erase(&mut self, now: Nanos, at: Nanos, b: BlockAddr) -> Nanos {
+        let st = self.state(b);
+        st.erase_count += 1;
+        st.next_page = 0;
+        self.counters.erases += 1;
+        let d = self.timing.erase;
+        self.dies[b.die.0 as usize].reserve(now, at, d) + d
+    }
+
+    /// When a die is free of all planned work.
+    pub fn die_free_after(&self, now: Nanos, die: DieId) -> Nanos {
+        self.dies[die.0 as usize].free_after(now)
+    }
+
+    /// Reserves a die for firmware-internal work of `duration` (e.g. metadata updates).
+    pub fn occupy_die(&mut self, now: Nanos, at: Nanos, die: DieId, duration: Nanos) -> Nanos {
+        self.dies[die.0 as usize].reserve(now, at, duration) + duration
+    }
+
+    /// Total busy time of every die, for chip utilization.
+    pub fn die_busy(&self) -> Vec<Nanos> {
+        self.dies.iter().map(|t| t.busy_total()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn array() -> FlashArray {
+        let g = Geometry {
+            channels: 2,
+            chips_per_channel: 1,
+            dies_per_chip: 1,
+            planes_per_die: 1,
+            blocks_per_plane: 4,
+            pages_per_block: 4,
+            page_size: 16384,
+        };
+        let t = FlashTiming {
+            read: Nanos::from_us(35),
+            program: Nanos::from_us(390),
+            erase: Nanos::from_ms(3),
+            copyback: Nanos::from_us(400),
+            page_transfer: Nanos::from_us(24),
+        };
+        FlashArray::new(g, t)
+    }
+
+    fn page(die: u32, block: u32, page: u32) -> PageAddr {
+        PageAddr {
+            block: BlockAddr {
+                die: DieId(die),
+                plane: 0,
+                block,
+            },
+            page,
+        }
+    }
+
+    #[test]
+    fn program_is_transfer_then_tprog_and_dies_overlap() {
+        let mut a = array();
+        let t0 = a.program(Nanos(0), Nanos(0), page(0, 0, 0));
+        assert_eq!(t0, Nanos::from_us(24 + 390));
+        // Another die on another channel runs in parallel.
+        assert_eq!(a.program(Nanos(0), Nanos(0), page(1, 0, 0)), t0);
+        // The same die queues behind.
+        assert_eq!(a.program(Nanos(0), Nanos(0), page(0, 0, 1)), t0 + t0);
+        assert_eq!(a.counters().programs, 3);
+    }
+
+    #[test]
+    fn read_is_sense_then_transfer() {
+        let mut a = array();
+        assert_eq!(a.read(Nanos(0), Nanos(0), page(0, 0, 0), 16384), Nanos::from_us(59));
+        assert_eq!(a.read(Nanos(0), Nanos(0), page(0, 0, 0), 4096), Nanos::from_us(35 + 35 + 6));
+    }
+
+    #[test]
+    #[should_panic(expected = "programmed in order")]
+    fn out_of_order_program_is_caught() {
+        let mut a = array();
+        a.program(Nanos(0), Nanos(0), page(0, 1, 1));
+    }
+
+    #[test]
+    #[should_panic(expected = "after erase")]
+    fn program_of_a_full_block_needs_erase() {
+        let mut a = array();
+        for p in 0..4 {
+            a.program(Nanos(0), Nanos(0), page(0, 2, p));
+        }
+        a.program(Nanos(0), Nanos(0), page(0, 2, 4));
+    }
+
+    #[test]
+    fn erase_counts_wear_and_rewinds() {
+        let mut a = array();
+        for p in 0..4 {
+            a.program(Nanos(0), Nanos(0), page(1, 3, p));
+        }
+        let b = page(1, 3, 0).block;
+        a.erase(Nanos(0), Nanos(0), b);
+        assert_eq!(a.erase_count(b), 1);
+        assert_eq!(a.programmed_pages(b), 0);
+        a.program(Nanos(0), Nanos(0), page(1, 3, 0));
+        assert_eq!(a.wear_summary(), (1, 1));
+    }
+}

@@ -1,0 +1,38 @@
+//! Flash operation latencies (seed 000 Table 2 gives them for TLC, MLC and Z-NAND).
+
+use serde::{Deserialize, Serialize};
+use zonelab_sim::Nanos;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlashTiming {
+    /// Array read of one page into the die's page register (tR).
+    pub read: Nanos,
+    /// Program of one page from the page register (tPROG).
+    pub program: Nanos,
+    /// Erase of one block (tBERS).
+    pub erase: Nanos,
+    /// On-die copy of one page (read into the register, program back) without the channel.
+    pub copyback: Nanos,
+    /// Moving one page between controller and die over the channel (the "DMA" of Table 2).
+    pub page_transfer: Nanos,
+}
+
+impl FlashTiming {
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, v) in [
+            ("read", self.read),
+            ("program", self.program),
+            ("page_transfer", self.page_transfer),
+        ] {
+            if v == Nanos::ZERO {
+                return Err(format!("flash timing '{name}' must be greater than zero"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Channel time to move `bytes` of a page (partial pages move proportionally, rounded up).
+    pub fn transfer(&self, bytes: u64, page_size: u64) -> Nanos {
+        Nanos((self.page_transfer.0 as u128 * bytes as u128).div_ceil(page_size as u128) as u64)
+    }
+}

@@ -1,0 +1,504 @@
+//! The deterministic single-threaded executor.
+//!
+//! Tasks are polled in FIFO order of their wake-ups; timers fire in order of (deadline, order of
+//! registration). Time only moves when no task is ready, and then jumps straight to the next
+//! deadline, so a simulated second with a thousand events costs a thousand polls, not a second.
+//!
+//! Wakers carry the task's slot and generation in their data word and push it onto the ready
+//! queue of the executor running on this thread; no allocation per wake-up.
+
+use crate::Nanos;
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+
+type TaskFuture = Pin<Box<dyn Future<Output = ()>>>;
+
+/// Task handle packed into a waker's data word: slot in the low 32 bits, generation above.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct TaskKey(u64);
+
+impl TaskKey {
+    fn new(slot: usize, generation: u32) -> TaskKey {
+        TaskKey(((generation as u64) << 32) | slot as u64)
+    }
+    fn slot(self) -> usize {
+        (self.0 & 0xFFFF_FFFF) as usize
+    }
+    fn generation(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+}
+
+struct Slot {
+    generation: u32,
+    future: Option<TaskFuture>,
+    queued: bool,
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Timer {
+    at: Nanos,
+    seq: u64,
+    task: u64,
+}
+
+struct Inner {
+    now: Cell<Nanos>,
+    seq: Cell<u64>,
+    polls: Cell<u64>,
+    slots: RefCell<Vec<Slot>>,
+    free: RefCell<Vec<usize>>,
+    ready: RefCell<VecDeque<TaskKey>>,
+    timers: RefCell<BinaryHeap<Reverse<Timer>>>,
+    /// Tasks spawned while the executor is polling another task.
+    spawned: RefCell<Vec<(usize, TaskFuture)>>,
+    live: Cell<usize>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Inner>>> = const { RefCell::new(None) };
+}
+
+/// Counters of the executor's work, for reports and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimStats {
+    /// Task polls performed.
+    pub polls: u64,
+    /// Timers registered.
+    pub timers: u64,
+}
+
+/// A handle on the simulation: clock, timers and task spawning. Cheap to clone.
+#[derive(Clone)]
+pub struct Sim {
+    inner: Rc<Inner>,
+}
+
+impl Default for Sim {
+    fn default() -> Self {
+        Sim::new()
+    }
+}
+
+static VTABLE: RawWakerVTable = RawWakerVTable::new(clone_waker, wake, wake, drop_waker);
+
+fn clone_waker(data: *const ()) -> RawWaker {
+    RawWaker::new(data, &VTABLE)
+}
+fn wake(data: *const ()) {
+    let key = TaskKey(data as usize as u64);
+    CURRENT.with(|c| {
+        if let Some(inner) = c.borrow().as_ref() {
+            inner.schedule(key);
+        }
+    });
+}
+fn drop_waker(_: *const ()) {}
+
+fn waker_for(key: TaskKey) -> Waker {
+    // SAFETY: the data word is a plain integer never dereferenced; the vtable functions only
+    // copy it or hand it to the thread's executor, which checks slot and generation.
+    unsafe { Waker::from_raw(RawWaker::new(key.0 as usize as *const (), &VTABLE)) }
+}
+
+impl Inner {
+    fn schedule(&self, key: TaskKey) {
+        let mut slots = self.slots.borrow_mut();
+        if let Some(slot) = slots.get_mut(key.slot())
+            && slot.generation == key.generation()
+            && !slot.queued
+        {
+            slot.queued = true;
+            self.ready.borrow_mut().push_back(key);
+        }
+    }
+}
+
+impl Sim {
+    pub fn new() -> Sim {
+        assert!(
+            usize::BITS >= 64,
+            "the executor packs task keys into a 64-bit pointer word"
+        );
+        Sim {
+            inner: Rc::new(Inner {
+                now: Cell::new(Nanos::ZERO),
+                seq: Cell::new(0),
+                polls: Cell::new(0),
+                slots: RefCell::new(Vec::new()),
+                free: RefCell::new(Vec::new()),
+                ready: RefCell::new(VecDeque::new()),
+                timers: RefCell::new(BinaryHeap::new()),
+                spawned: RefCell::new(Vec::new()),
+                live: Cell::new(0),
+            }),
+        }
+    }
+
+    /// The current simulated time.
+    pub fn now(&self) -> Nanos {
+        self.inner.now.get()
+    }
+
+    pub fn stats(&self) -> SimStats {
+        SimStats {
+            polls: self.inner.polls.get(),
+            timers: self.inner.seq.get(),
+        }
+    }
+
+    /// Resolves when simulated time reaches `at` (at once if it already has).
+    pub fn sleep_until(&self, at: Nanos) -> Sleep {
+        Sleep {
+            sim: self.clone(),
+            at,
+            registered: false,
+        }
+    }
+
+    /// Resolves after `span` of simulated time.
+    pub fn sleep(&self, span: Nanos) -> Sleep {
+        self.sleep_until(self.now() + span)
+    }
+
+    /// Lets every other ready task run before this one continues, without moving time.
+    pub fn yield_now(&self) -> YieldNow {
+        YieldNow { yielded: false }
+    }
+
+    fn add_timer(&self, at: Nanos, waker: &Waker) {
+        let seq = self.inner.seq.get();
+        self.inner.seq.set(seq + 1);
+        self.inner.timers.borrow_mut().push(Reverse(Timer {
+            at,
+            seq,
+            task: waker.data() as usize as u64,
+        }));
+    }
+
+    /// Starts `future` as a new simulated thread. It first runs after the caller yields.
+    pub fn spawn<T: 'static>(&self, future: impl Future<Output = T> + 'static) -> JoinHandle<T> {
+        let state = Rc::new(RefCell::new(JoinState {
+            output: None,
+            waiter: None,
+        }));
+        let st = state.clone();
+        let task: TaskFuture = Box::pin(async move {
+            let out = future.await;
+            let mut s = st.borrow_mut();
+            s.output = Some(out);
+            if let Some(w) = s.waiter.take() {
+                w.wake();
+            }
+        });
+        let slot = self.alloc_slot();
+        self.inner.spawned.borrow_mut().push((slot, task));
+        JoinHandle { state }
+    }
+
+    fn alloc_slot(&self) -> usize {
+        let mut slots = self.inner.slots.borrow_mut();
+        let slot = match self.inner.free.borrow_mut().pop() {
+            Some(s) => s,
+            None => {
+                slots.push(Slot {
+                    generation: 0,
+                    future: None,
+                    queued: false,
+                });
+                slots.len() - 1
+            }
+        };
+        assert!(slot < u32::MAX as usize, "too many simulated tasks");
+        let generation = slots[slot].generation;
+        slots[slot].queued = true;
+        self.inner
+            .ready
+            .borrow_mut()
+            .push_back(TaskKey::new(slot, generation));
+        self.inner.live.set(self.inner.live.get() + 1);
+        slot
+    }
+
+    fn install_spawned(&self) {
+        let spawned: Vec<_> = self.inner.spawned.borrow_mut().drain(..).collect();
+        let mut slots = self.inner.slots.borrow_mut();
+        for (slot, fut) in spawned {
+            slots[slot].future = Some(fut);
+        }
+    }
+
+    /// Runs the simulation until `main` completes and returns its output. Other tasks still
+    /// pending at that moment are dropped. Fails if `main` can never complete (every task waits
+    /// on something no timer or task will deliver).
+    pub fn block_on<T: 'static>(&self, main: impl Future<Output = T> + 'static) -> Result<T, Deadlock> {
+        let handle = self.spawn(main);
+        let previous = CURRENT.with(|c| c.borrow_mut().replace(self.inner.clone()));
+        let result = self.run_loop(&handle);
+        CURRENT.with(|c| *c.borrow_mut() = previous);
+        // Drop leftover tasks so their resources (and Rc cycles through Sim) are released.
+        let leftovers: Vec<_> = self
+            .inner
+            .slots
+            .borrow_mut()
+            .iter_mut()
+            .filter_map(|s| s.future.take())
+            .collect();
+        drop(leftovers);
+        self.inner.spawned.borrow_mut().clear();
+        self.inner.ready.borrow_mut().clear();
+        self.inner.timers.borrow_mut().clear();
+        result
+    }
+
+    fn run_loop<T>(&self, handle: &JoinHandle<T>) -> Result<T, Deadlock> {
+        loop {
+            self.install_spawned();
+            loop {
+                let key = self.inner.ready.borrow_mut().pop_front();
+                let Some(key) = key else { break };
+                self.poll_task(key);
+                if handle.state.borrow().output.is_some() {
+                    return Ok(handle.state.borrow_mut().output.take().expect("checked"));
+                }
+            }
+            // Nothing ready: jump to the next deadline and wake everything due then.
+            let next = self.inner.timers.borrow_mut().pop();
+            let Some(Reverse(timer)) = next else {
+                return Err(Deadlock {
+                    at: self.now(),
+                    tasks: self.inner.live.get(),
+                });
+            };
+            debug_assert!(timer.at >= self.now(), "timer in the past");
+            self.inner.now.set(timer.at.max(self.now()));
+            self.inner.schedule(TaskKey(timer.task));
+            loop {
+                let due = {
+                    let timers = self.inner.timers.borrow();
+                    matches!(timers.peek(), Some(Reverse(t)) if t.at <= self.now())
+                };
+                if !due {
+                    break;
+                }
+                let Reverse(t) = self.inner.timers.borrow_mut().pop().expect("peeked");
+                self.inner.schedule(TaskKey(t.task));
+            }
+        }
+    }
+
+    fn poll_task(&self, key: TaskKey) {
+        let slot = key.slot();
+        let fut = {
+            let mut slots = self.inner.slots.borrow_mut();
+            let s = &mut slots[slot];
+            if s.generation != key.generation() {
+                return;
+            }
+            s.queued = false;
+            match s.future.take() {
+                Some(f) => f,
+                None => {
+                    // Spawned during this round and not yet installed: install now.
+                    drop(slots);
+                    self.install_spawned();
+                    let mut slots = self.inner.slots.borrow_mut();
+                    match slots[slot].future.take() {
+                        Some(f) => f,
+                        None => return,
+                    }
+                }
+            }
+        };
+        let mut fut = fut;
+        self.inner.polls.set(self.inner.polls.get() + 1);
+        let waker = waker_for(key);
+        let mut cx = Context::from_waker(&waker);
+        let done = fut.as_mut().poll(&mut cx).is_ready();
+        let mut slots = self.inner.slots.borrow_mut();
+        if done {
+            let s = &mut slots[slot];
+            s.generation = s.generation.wrapping_add(1);
+            s.queued = false;
+            drop(slots);
+            drop(fut);
+            self.inner.free.borrow_mut().push(slot);
+            self.inner.live.set(self.inner.live.get() - 1);
+        } else {
+            slots[slot].future = Some(fut);
+        }
+    }
+}
+
+/// `block_on` found the main task waiting with nothing left that could wake it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deadlock {
+    pub at: Nanos,
+    pub tasks: usize,
+}
+
+impl std::fmt::Display for Deadlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "simulation deadlock at {}: {} task(s) wait and nothing can wake them",
+            self.at, self.tasks
+        )
+    }
+}
+impl std::error::Error for Deadlock {}
+
+/// Future returned by [`Sim::sleep_until`].
+pub struct Sleep {
+    sim: Sim,
+    at: Nanos,
+    registered: bool,
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.sim.now() >= self.at {
+            return Poll::Ready(());
+        }
+        if !self.registered {
+            self.registered = true;
+            let at = self.at;
+            self.sim.add_timer(at, cx.waker());
+        }
+        Poll::Pending
+    }
+}
+
+/// Future returned by [`Sim::yield_now`].
+pub struct YieldNow {
+    yielded: bool,
+}
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.yielded {
+            Poll::Ready(())
+        } else {
+            self.yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+struct JoinState<T> {
+    output: Option<T>,
+    waiter: Option<Waker>,
+}
+
+/// Awaits a spawned task's output.
+pub struct JoinHandle<T> {
+    state: Rc<RefCell<JoinState<T>>>,
+}
+
+impl<T> JoinHandle<T> {
+    pub fn is_finished(&self) -> bool {
+        self.state.borrow().output.is_some()
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = T;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let mut s = self.state.borrow_mut();
+        match s.output.take() {
+            Some(v) => Poll::Ready(v),
+            None => {
+                s.waiter = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    #[test]
+    fn sleep_advances_virtual_time_only() {
+        let sim = Sim::new();
+        let s = sim.clone();
+        let t = sim
+            .block_on(async move {
+                s.sleep(Nanos::from_secs(3600)).await;
+                s.now()
+            })
+            .unwrap();
+        assert_eq!(t, Nanos::from_secs(3600));
+    }
+
+    #[test]
+    fn tasks_interleave_by_deadline_then_registration() {
+        let sim = Sim::new();
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let (s, l) = (sim.clone(), log.clone());
+        sim.block_on(async move {
+            let mut hs = Vec::new();
+            for (i, d) in [30u64, 10, 20, 10].into_iter().enumerate() {
+                let (s2, l2) = (s.clone(), l.clone());
+                hs.push(s.spawn(async move {
+                    s2.sleep(Nanos(d)).await;
+                    l2.borrow_mut().push((s2.now().0, i));
+                    i
+                }));
+            }
+            let mut sum = 0;
+            for h in hs {
+                sum += h.await;
+            }
+            sum
+        })
+        .unwrap();
+        assert_eq!(*log.borrow(), vec![(10, 1), (10, 3), (20, 2), (30, 0)]);
+    }
+
+    #[test]
+    fn deadlock_is_reported() {
+        let sim = Sim::new();
+        let n = crate::sync::Notify::new();
+        let err = sim
+            .block_on(async move {
+                n.notified().await;
+            })
+            .unwrap_err();
+        assert_eq!(err.tasks, 1);
+    }
+
+    #[test]
+    fn many_tasks_reuse_slots() {
+        let sim = Sim::new();
+        let s = sim.clone();
+        let total = sim
+            .block_on(async move {
+                let mut acc = 0u64;
+                for round in 0..100u64 {
+                    let s2 = s.clone();
+                    acc += s
+                        .spawn(async move {
+                            s2.sleep(Nanos(round)).await;
+                            round
+                        })
+                        .await;
+                }
+                acc
+            })
+            .unwrap();
+        assert_eq!(total, 4950);
+        assert!(sim.inner.slots.borrow().len() <= 3);
+    }
+}

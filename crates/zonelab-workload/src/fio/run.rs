@@ -1,0 +1,760 @@
+//! Runs fio jobs on a simulated zoned device.
+//!
+//! Every job clone (`numjobs`) is `iodepth` simulated threads sharing one offset generator, so
+//! up to `iodepth` I/Os are in flight. Jobs of one stonewall group run concurrently in virtual
+//! time; groups run one after another. With `zonemode=zbd` writes go to zone write pointers the
+//! way fio's zbd mode places them: sequential jobs fill zones in order, random jobs pick a
+//! random zone among at most `max_open_zones` open ones; a full zone is reset before it is
+//! written again; reads stay below the write pointer.
+
+use super::options::{IoEngine as FioEngine, IoScheduler as FioScheduler, JobSpec, Rw, ZoneMode};
+use super::stats::{BwLog, DirStats};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use zonelab_device::{
+    HostStack, IoCmd, IoEngine, IoScheduler, Lba, OwnedData, PayloadMode, Profile, ZoneAction,
+    ZoneState, ZonedDevice,
+};
+use zonelab_sim::{Nanos, Sim, SimRng};
+
+/// How to run a set of jobs.
+#[derive(Clone, Debug)]
+pub struct RunSettings {
+    pub payload: PayloadMode,
+    /// Seed for jobs that set none.
+    pub seed: u64,
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        RunSettings {
+            payload: PayloadMode::Fingerprint,
+            seed: 1,
+        }
+    }
+}
+
+/// What one job clone did.
+#[derive(Clone, Debug)]
+pub struct CloneResult {
+    pub job: usize,
+    pub clone: u32,
+    pub read: DirStats,
+    pub write: DirStats,
+    /// From the end of ramp time to the last completion.
+    pub runtime_ns: u64,
+    pub error: Option<String>,
+    pub bw_log: Option<(String, String)>,
+    pub zone_resets: u64,
+}
+
+/// Results of a run.
+#[derive(Debug)]
+pub struct RunOutput {
+    pub clones: Vec<CloneResult>,
+    pub device: Rc<RefCell<ZonedDevice>>,
+    pub simulated_ns: u64,
+    pub host_merged: u64,
+    pub host_dispatched: u64,
+    pub sim_polls: u64,
+}
+
+/// A job that cannot run on this device, with what to change.
+#[derive(Debug, thiserror::Error)]
+#[error("job '{job}': {msg}")]
+pub struct RunError {
+    pub job: String,
+    pub msg: String,
+}
+
+fn engine_of(spec: &JobSpec) -> (IoEngine, IoScheduler) {
+    let e = match spec.ioengine {
+        FioEngine::Spdk => IoEngine::Spdk,
+        FioEngine::IoUring => IoEngine::IoUring,
+    };
+    let s = match spec.ioscheduler {
+        FioScheduler::None => IoScheduler::None,
+        FioScheduler::MqDeadline => IoScheduler::MqDeadline,
+    };
+    (e, s)
+}
+
+/// The host's view of the zones: write pointers as issued (ahead of completions), zones in
+/// use, and I/Os in flight per zone. Shared by every job of a run, as fio shares it.
+struct ZoneView {
+    zone_size: u64,
+    capacity: u64,
+    wp: Vec<u64>,
+    in_flight: Vec<u32>,
+    open: Vec<u32>,
+    max_open: usize,
+}
+
+impl ZoneView {
+    fn from_device(dev: &ZonedDevice, max_open: usize) -> ZoneView {
+        let zs = dev.zones();
+        let g = zs.geometry();
+        let mut wp = Vec::with_capacity(g.zones as usize);
+        let mut open = Vec::new();
+        for z in zs.zones() {
+            wp.push(match z.state {
+                ZoneState::Full => z.capacity,
+                _ => z.wp.0 - z.start.0,
+            });
+            if z.state.is_active() {
+                open.push(z.id.0);
+            }
+        }
+        ZoneView {
+            zone_size: g.zone_size,
+            capacity: g.zone_capacity,
+            in_flight: vec![0; wp.len()],
+            wp,
+            open,
+            max_open,
+        }
+    }
+    fn is_full(&self, z: u32) -> bool {
+        self.wp[z as usize] >= self.capacity
+    }
+    fn mark_open(&mut self, z: u32) {
+        if !self.open.contains(&z) {
+            self.open.push(z);
+        }
+    }
+    fn mark_closed(&mut self, z: u32) {
+        self.open.retain(|&o| o != z);
+    }
+}
+
+/// Per-clone state shared by its `iodepth` threads.
+struct CloneState {
+    spec: Rc<JobSpec>,
+    job: usize,
+    clone: u32,
+    rng: SimRng,
+    lba_size: u64,
+    /// Region in LBAs.
+    start: u64,
+    lbas: u64,
+    /// Sequential positions (relative to start) per direction.
+    seq_read: u64,
+    seq_write: u64,
+    /// zbd: current zone of a sequential writer / reader.
+    zone_cursor_write: u64,
+    zone_cursor_read: u64,
+    issued_bytes: u64,
+    issued_ios: u64,
+    byte_limit: Option<u64>,
+    io_limit: Option<u64>,
+    t_start: Nanos,
+    ramp_end: Nanos,
+    t_end: Option<Nanos>,
+    rate_next: [Nanos; 2],
+    read: DirStats,
+    write: DirStats,
+    /// Completed bytes per interval, [read, write]: fio's bw samples and `write_bw_log`.
+    bw: [BwLog; 2],
+    error: Option<String>,
+    last_completion: Nanos,
+    stop: bool,
+    zone_resets: u64,
+    fp_counter: u64,
+}
+
+/// One planned I/O.
+enum Planned {
+    Io { write: bool, cmd: IoCmd, bytes: u64, zone: Option<u32> },
+    Reset { zone: u32 },
+    Wait,
+    Done,
+}
+
+impl CloneState {
+    fn next_fingerprints(&mut self, n: u64) -> OwnedData {
+        let mut v = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            self.fp_counter += 1;
+            v.push(self.rng.next_u64() ^ self.fp_counter);
+        }
+        OwnedData::Fingerprints(v)
+    }
+
+    fn exhausted(&self, now: Nanos) -> bool {
+        if self.stop || self.error.is_some() {
+            return true;
+        }
+        if let Some(end) = self.t_end
+            && now >= end
+        {
+            return true;
+        }
+        if let Some(l) = self.io_limit
+            && self.issued_ios >= l
+        {
+            return true;
+        }
+        if let Some(l) = self.byte_limit
+            && self.issued_bytes >= l
+        {
+            return true;
+        }
+        false
+    }
+
+    fn choose_write(&mut self) -> bool {
+        match self.spec.rw {
+            Rw::Read | Rw::RandRead => false,
+            Rw::Write | Rw::RandWrite => true,
+            Rw::ReadWrite | Rw::RandReadWrite => self.rng.below(100) >= self.spec.rwmixread as u64,
+        }
+    }
+
+    /// Next offset (relative to the region) for a non-zoned access of `nlb` blocks.
+    fn next_offset(&mut self, write: bool, nlb: u64) -> u64 {
+        let span = self.lbas.max(nlb);
+        if self.spec.rw.is_random() {
+            let slots = (span / nlb).max(1);
+            self.rng.below(slots) * nlb
+        } else {
+            let pos = if write { &mut self.seq_write } else { &mut self.seq_read };
+            if *pos + nlb > span {
+                *pos = 0;
+            }
+            let off = *pos;
+            *pos += nlb;
+            off
+        }
+    }
+
+    fn plan(&mut self, now: Nanos, view: &mut ZoneView) -> Planned {
+        if self.exhausted(now) {
+            return Planned::Done;
+        }
+        let write = self.choose_write();
+        let bs = if write { self.spec.bs.write } else { self.spec.bs.read };
+        let nlb = bs / self.lba_size;
+        if self.spec.zonemode == ZoneMode::Zbd {
+            return if write {
+                self.plan_zbd_write(view, nlb)
+            } else {
+                self.plan_zbd_read(view, nlb)
+            };
+        }
+        let off = self.next_offset(write, nlb);
+        let slba = Lba(self.start + off);
+        let cmd = if write {
+            let data = self.next_fingerprints(nlb);
+            if self.spec.zone_append {
+                let zs = view.zone_size;
+                IoCmd::Append {
+                    zslba: Lba(slba.0 / zs * zs),
+                    data,
+                }
+            } else {
+                IoCmd::Write { slba, data }
+            }
+        } else {
+            IoCmd::Read {
+                slba,
+                nlb,
+                want_data: false,
+            }
+        };
+        Planned::Io {
+            write,
+            cmd,
+            bytes: nlb * self.lba_size,
+            zone: None,
+        }
+    }
+
+    fn zones_in_region(&self, view: &ZoneView) -> (u32, u32) {
+        let zs = view.zone_size;
+        let first = self.start.div_ceil(zs);
+        let last = (self.start + self.lbas) / zs;
+        (first as u32, last.max(first + 1) as u32)
+    }
+
+    fn plan_zbd_write(&mut self, view: &mut ZoneView, nlb: u64) -> Planned {
+        let (first, end) = self.zones_in_region(view);
+        let nzones = (end - first) as u64;
+        let candidate = if self.spec.rw.is_random() {
+            first + self.rng.below(nzones) as u32
+        } else {
+            first + (self.zone_cursor_write % nzones) as u32
+        };
+        let mut zone = candidate;
+        let open_in_region: Vec<u32> = view
+            .open
+            .iter()
+            .copied()
+            .filter(|&z| z >= first && z < end && !view.is_full(z))
+            .collect();
+        if !view.open.contains(&zone) && view.open.len() >= view.max_open {
+            // No room for another open zone: write to an open one of this job's region.
+            match open_in_region.is_empty() {
+                true => return Planned::Wait,
+                false => {
+                    zone = if self.spec.rw.is_random() {
+                        open_in_region[self.rng.below(open_in_region.len() as u64) as usize]
+                    } else {
+                        open_in_region[0]
+                    }
+                }
+            }
+        }
+        if view.is_full(zone) {
+            if !self.spec.rw.is_random() {
+                self.zone_cursor_write += 1;
+            }
+            if view.in_flight[zone as usize] > 0 {
+                return Planned::Wait;
+            }
+            return Planned::Reset { zone };
+        }
+        let remaining = view.capacity - view.wp[zone as usize];
+        let n = nlb.min(remaining);
+        let zslba = zone as u64 * view.zone_size;
+        let slba = zslba + view.wp[zone as usize];
+        view.wp[zone as usize] += n;
+        view.mark_open(zone);
+        if view.is_full(zone) {
+            view.mark_closed(zone);
+            if !self.spec.rw.is_random() {
+                self.zone_cursor_write += 1;
+            }
+        }
+        let data = self.next_fingerprints(n);
+        let cmd = if self.spec.zone_append {
+            IoCmd::Append {
+                zslba: Lba(zslba),
+                data,
+            }
+        } else {
+            IoCmd::Write {
+                slba: Lba(slba),
+                data,
+            }
+        };
+        Planned::Io {
+            write: true,
+            cmd,
+            bytes: n * self.lba_size,
+            zone: Some(zone),
+        }
+    }
+
+    fn plan_zbd_read(&mut self, view: &ZoneView, nlb: u64) -> Planned {
+        let (first, end) = self.zones_in_region(view);
+        let nzones = end - first;
+        let written = |z: u32| view.wp[z as usize];
+        if self.spec.rw.is_random() {
+            // A random zone holding data, then a random block-aligned offset below its wp.
+            let mut zone = None;
+            for _ in 0..8 {
+                let z = first + self.rng.below(nzones as u64) as u32;
+                if written(z) >= nlb {
+                    zone = Some(z);
+                    break;
+                }
+            }
+            if zone.is_none() {
+                let with: Vec<u32> = (first..end).filter(|&z| written(z) >= nlb).collect();
+                if with.is_empty() {
+                    self.stop = true;
+                    return Planned::Done;
+                }
+                zone = Some(with[self.rng.below(with.len() as u64) as usize]);
+            }
+            let z = zone.expect("chosen");
+            let slots = written(z) / nlb;
+            let off = self.rng.below(slots) * nlb;
+            return self.read_io(z as u64 * view.zone_size + off, nlb, z);
+        }
+        // Sequential: walk zones in order, reading what each holds.
+        for _ in 0..=nzones {
+            let z = first + (self.zone_cursor_read % nzones as u64) as u32;
+            if self.seq_read + nlb <= written(z) {
+                let slba = z as u64 * view.zone_size + self.seq_read;
+                self.seq_read += nlb;
+                return self.read_io(slba, nlb, z);
+            }
+            self.zone_cursor_read += 1;
+            self.seq_read = 0;
+        }
+        self.stop = true;
+        Planned::Done
+    }
+
+    fn read_io(&self, slba: u64, nlb: u64, zone: u32) -> Planned {
+        Planned::Io {
+            write: false,
+            cmd: IoCmd::Read {
+                slba: Lba(slba),
+                nlb,
+                want_data: false,
+            },
+            bytes: nlb * self.lba_size,
+            zone: Some(zone),
+        }
+    }
+}
+
+/// Runs `jobs` on a fresh device built from `profile`.
+pub fn run(jobs: &[JobSpec], profile: &Profile, settings: &RunSettings) -> Result<RunOutput, RunError> {
+    let device = ZonedDevice::new(profile.clone(), settings.payload).map_err(|e| RunError {
+        job: "device".into(),
+        msg: e.to_string(),
+    })?;
+    run_on(jobs, Rc::new(RefCell::new(device)), settings)
+}
+
+/// Checks a job against the device before anything runs.
+fn validate(spec: &JobSpec, dev: &ZonedDevice) -> Result<(), RunError> {
+    let err = |msg: String| {
+        Err(RunError {
+            job: spec.name.clone(),
+            msg,
+        })
+    };
+    let lba = dev.lba_size();
+    for (dir, bs) in [("read", spec.bs.read), ("write", spec.bs.write)] {
+        if bs % lba != 0 {
+            return err(format!(
+                "bs for {dir} ({bs}) must be a multiple of the device's {lba}-byte logical block"
+            ));
+        }
+        if bs / lba > dev.buffer_limit() {
+            return err(format!(
+                "bs for {dir} ({bs}) exceeds the largest transfer the device accepts ({} bytes)",
+                dev.buffer_limit() * lba
+            ));
+        }
+    }
+    let total = dev.zones().total_lbas() * lba;
+    let off = spec.offset.resolve(total);
+    if off % lba != 0 {
+        return err(format!("offset ({off}) must be a multiple of the {lba}-byte logical block"));
+    }
+    if off >= total {
+        return err(format!("offset ({off}) is beyond the device's {total} bytes"));
+    }
+    if spec.zone_append && !spec.rw.writes() {
+        return err("zone_append=1 needs a job that writes (rw=write, randwrite, rw or randrw)".into());
+    }
+    if spec.ioengine == FioEngine::Spdk && spec.ioscheduler != FioScheduler::None {
+        return err("ioscheduler applies to the kernel path only: use ioengine=io_uring with ioscheduler=mq-deadline".into());
+    }
+    if spec.zonemode == ZoneMode::Zbd {
+        let zs = dev.zones().geometry().zone_size * lba;
+        if let Some(zr) = spec.zonerange
+            && zr != zs
+        {
+            return err(format!(
+                "zonerange ({zr}) must equal the device's zone size ({zs}) with zonemode=zbd"
+            ));
+        }
+        if let Some(zsz) = spec.zonesize
+            && zsz != zs
+        {
+            return err(format!(
+                "zonesize ({zsz}) must equal the device's zone size ({zs}) with zonemode=zbd"
+            ));
+        }
+        if let Some(m) = spec.max_open_zones
+            && m > dev.profile().zns.max_open
+        {
+            return err(format!(
+                "max_open_zones ({m}) exceeds the device's limit of {} open zones",
+                dev.profile().zns.max_open
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `jobs` on an existing device (e.g. one loaded from an image).
+pub fn run_on(jobs: &[JobSpec], device: Rc<RefCell<ZonedDevice>>, settings: &RunSettings) -> Result<RunOutput, RunError> {
+    if jobs.is_empty() {
+        return Err(RunError {
+            job: "(none)".into(),
+            msg: "no jobs given: name one with --name=NAME and an rw= option, or pass a job file".into(),
+        });
+    }
+    for spec in jobs {
+        validate(spec, &device.borrow())?;
+    }
+    let sim = Sim::new();
+    // One host stack per (engine, scheduler) in use, so zone write locks are shared.
+    let mut stacks: BTreeMap<(u8, u8), Rc<HostStack>> = BTreeMap::new();
+    for spec in jobs {
+        let (e, s) = engine_of(spec);
+        let key = (e as u8, s as u8);
+        if let std::collections::btree_map::Entry::Vacant(v) = stacks.entry(key) {
+            let st = HostStack::new(sim.clone(), device.clone(), e, s).map_err(|msg| RunError {
+                job: spec.name.clone(),
+                msg,
+            })?;
+            v.insert(st);
+        }
+    }
+    let max_open = jobs
+        .iter()
+        .filter_map(|j| j.max_open_zones)
+        .min()
+        .unwrap_or(device.borrow().profile().zns.max_open) as usize;
+    let view = Rc::new(RefCell::new(ZoneView::from_device(&device.borrow(), max_open)));
+    // Stonewall groups run one after another.
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, spec) in jobs.iter().enumerate() {
+        if groups.is_empty() || spec.stonewall {
+            groups.push(Vec::new());
+        }
+        groups.last_mut().expect("pushed").push(i);
+    }
+    let dev_lbas = device.borrow().zones().total_lbas();
+    let lba_size = device.borrow().lba_size();
+    let specs: Vec<Rc<JobSpec>> = jobs.iter().map(|j| Rc::new(j.clone())).collect();
+    let s = sim.clone();
+    let seed = settings.seed;
+    let stacks2 = stacks.clone();
+    let results = sim
+        .block_on(async move {
+            let mut results: Vec<CloneResult> = Vec::new();
+            for group in groups {
+                let mut handles = Vec::new();
+                for &ji in &group {
+                    let spec = specs[ji].clone();
+                    let (e, sch) = engine_of(&spec);
+                    let stack = stacks2[&(e as u8, sch as u8)].clone();
+                    for clone in 0..spec.numjobs {
+                        let st = make_clone(&spec, ji, clone, s.now(), dev_lbas, lba_size, seed);
+                        let st = Rc::new(RefCell::new(st));
+                        let mut workers = Vec::new();
+                        for _ in 0..spec.iodepth {
+                            workers.push(s.spawn(worker(s.clone(), st.clone(), stack.clone(), view.clone())));
+                        }
+                        let st2 = st.clone();
+                        handles.push(s.spawn(async move {
+                            for w in workers {
+                                w.await;
+                            }
+                            finish_clone(st2)
+                        }));
+                    }
+                }
+                for h in handles {
+                    results.push(h.await);
+                }
+            }
+            results
+        })
+        .map_err(|e| RunError {
+            job: "(run)".into(),
+            msg: e.to_string(),
+        })?;
+    let (merged, dispatched) = stacks.values().fold((0, 0), |(m, d), st| {
+        let c = st.counters();
+        (m + c.merged, d + c.dispatched)
+    });
+    Ok(RunOutput {
+        clones: results,
+        device,
+        simulated_ns: sim.now().0,
+        host_merged: merged,
+        host_dispatched: dispatched,
+        sim_polls: sim.stats().polls,
+    })
+}
+
+fn make_clone(spec: &Rc<JobSpec>, job: usize, clone: u32, now: Nanos, dev_lbas: u64, lba_size: u64, seed: u64) -> CloneState {
+    let total = dev_lbas * lba_size;
+    let base = spec.offset.resolve(total) + clone as u64 * spec.offset_increment.resolve(total);
+    let start = (base / lba_size).min(dev_lbas.saturating_sub(1));
+    let size = spec.size.map(|s| s.resolve(total)).unwrap_or(total - base.min(total));
+    let lbas = (size / lba_size).min(dev_lbas - start).max(1);
+    let region_bytes = lbas * lba_size;
+    let ramp_end = now + Nanos(spec.ramp_time_ns);
+    let t_end = spec.runtime_ns.map(|r| ramp_end + Nanos(r));
+    let byte_limit = if spec.time_based && spec.runtime_ns.is_some() {
+        None
+    } else {
+        Some(spec.io_size.map(|s| s.resolve(total)).unwrap_or(region_bytes))
+    };
+    let job_seed = spec.seed.unwrap_or(seed);
+    CloneState {
+        rng: SimRng::stream(job_seed, ((job as u64) << 32) | clone as u64),
+        lba_size,
+        start,
+        lbas,
+        seq_read: 0,
+        seq_write: 0,
+        zone_cursor_write: 0,
+        zone_cursor_read: 0,
+        issued_bytes: 0,
+        issued_ios: 0,
+        byte_limit,
+        io_limit: spec.number_ios.filter(|&n| n > 0),
+        t_start: now,
+        ramp_end,
+        t_end,
+        rate_next: [now, now],
+        read: DirStats::new(),
+        write: DirStats::new(),
+        bw: [BwLog::new(sample_ms(spec)), BwLog::new(sample_ms(spec))],
+        error: None,
+        last_completion: now,
+        stop: false,
+        zone_resets: 0,
+        fp_counter: 0,
+        spec: spec.clone(),
+        job,
+        clone,
+    }
+}
+
+/// Earliest time an I/O of `bytes` in direction `dir` may issue under `rate`/`rate_iops`.
+fn rate_gate(st: &mut CloneState, dir: usize, bytes: u64, now: Nanos) -> Nanos {
+    let (rate, iops) = if dir == 1 {
+        (st.spec.rate.write, st.spec.rate_iops.write)
+    } else {
+        (st.spec.rate.read, st.spec.rate_iops.read)
+    };
+    let mut gap = Nanos::ZERO;
+    if let Some(r) = rate.filter(|&r| r > 0) {
+        gap = gap.max(Nanos::for_transfer(bytes, r));
+    }
+    if let Some(i) = iops.filter(|&i| i > 0) {
+        gap = gap.max(Nanos(1_000_000_000 / i));
+    }
+    if gap == Nanos::ZERO {
+        return now;
+    }
+    let at = st.rate_next[dir].max(now);
+    st.rate_next[dir] = at + gap;
+    at
+}
+
+async fn worker(sim: Sim, st: Rc<RefCell<CloneState>>, stack: Rc<HostStack>, view: Rc<RefCell<ZoneView>>) {
+    loop {
+        let now = sim.now();
+        let planned = st.borrow_mut().plan(now, &mut view.borrow_mut());
+        match planned {
+            Planned::Done => return,
+            Planned::Wait => {
+                // Another thread of this job holds what we need; let it progress.
+                sim.sleep(Nanos::from_us(1)).await;
+            }
+            Planned::Reset { zone } => {
+                let zs = view.borrow().zone_size;
+                let done = stack
+                    .submit(IoCmd::ZoneMgmt {
+                        action: ZoneAction::Reset,
+                        zslba: Lba(zone as u64 * zs),
+                        select_all: false,
+                    })
+                    .await;
+                let mut s = st.borrow_mut();
+                match done.status {
+                    Ok(_) => {
+                        s.zone_resets += 1;
+                        let mut v = view.borrow_mut();
+                        v.wp[zone as usize] = 0;
+                        v.mark_closed(zone);
+                    }
+                    Err(e) => s.error = Some(format!("zone reset of zone {zone} failed: {e}")),
+                }
+            }
+            Planned::Io { write, cmd, bytes, zone } => {
+                let gate = {
+                    let mut s = st.borrow_mut();
+                    s.issued_bytes += bytes;
+                    s.issued_ios += 1;
+                    rate_gate(&mut s, write as usize, bytes, now)
+                };
+                if gate > sim.now() {
+                    sim.sleep_until(gate).await;
+                }
+                if let Some(z) = zone {
+                    view.borrow_mut().in_flight[z as usize] += 1;
+                }
+                let done = stack.submit(cmd).await;
+                if let Some(z) = zone {
+                    view.borrow_mut().in_flight[z as usize] -= 1;
+                }
+                let mut s = st.borrow_mut();
+                match done.status {
+                    Err(e) => {
+                        if s.error.is_none() {
+                            s.error = Some(format!(
+                                "{} error: {e} — {}",
+                                if write { "write" } else { "read" },
+                                e.hint()
+                            ));
+                        }
+                    }
+                    Ok(_) => {
+                        if done.issued >= s.ramp_end {
+                            let (slat, clat) = (done.slat().0, done.clat().0);
+                            if write {
+                                s.write.record(bytes, slat, clat);
+                            } else {
+                                s.read.record(bytes, slat, clat);
+                            }
+                            let t = (done.completed - s.ramp_end).0;
+                            s.bw[write as usize].record(t, bytes);
+                            s.last_completion = s.last_completion.max(done.completed);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Interval of bandwidth samples: `log_avg_msec`, or fio's default of 500 ms.
+fn sample_ms(spec: &JobSpec) -> u64 {
+    if spec.log_avg_msec > 0 {
+        spec.log_avg_msec
+    } else {
+        500
+    }
+}
+
+fn finish_clone(st: Rc<RefCell<CloneState>>) -> CloneResult {
+    let mut s = st.borrow_mut();
+    let runtime = s.last_completion.saturating_sub(s.ramp_end.max(s.t_start)).0;
+    let end = runtime;
+    let mut read = std::mem::take(&mut s.read);
+    let mut write = std::mem::take(&mut s.write);
+    s.bw[0].feed_samples(&mut read, end);
+    s.bw[1].feed_samples(&mut write, end);
+    let bw_log = s.spec.write_bw_log.as_ref().map(|prefix| {
+        // fio's bw log: one line per interval and direction, in time order.
+        let mut rows: Vec<(u64, u8, u64, u64)> = Vec::new();
+        for (dir, bs) in [(0u8, s.spec.bs.read), (1u8, s.spec.bs.write)] {
+            let wanted = if dir == 0 { s.spec.rw.reads() } else { s.spec.rw.writes() };
+            if wanted {
+                rows.extend(s.bw[dir as usize].rows().into_iter().map(|(t, v)| (t, dir, v, bs)));
+            }
+        }
+        rows.sort();
+        let text: String = rows
+            .into_iter()
+            .map(|(t, dir, v, bs)| format!("{t}, {v}, {dir}, {bs}, 0\n"))
+            .collect();
+        (format!("{prefix}_bw.{}.log", s.clone + 1), text)
+    });
+    CloneResult {
+        job: s.job,
+        clone: s.clone,
+        read,
+        write,
+        runtime_ns: runtime,
+        error: s.error.clone(),
+        bw_log,
+        zone_resets: s.zone_resets,
+    }
+}

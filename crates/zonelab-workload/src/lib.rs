@@ -1,0 +1,3 @@
+//! Workloads for ZoneLab. Today: fio-compatible jobs on a raw device ([`fio`]).
+
+pub mod fio;
