@@ -41,7 +41,11 @@ fn measure(device: &Rc<RefCell<ZonedDevice>>, job: &[&str]) -> Result<(u64, f64)
     let t0 = Instant::now();
     let out = run::run_on(&specs, device.clone(), &settings)?;
     let wall = t0.elapsed().as_secs_f64();
-    let cmds: u64 = out.clones.iter().map(|c| c.read.ios() + c.write.ios()).sum();
+    let cmds: u64 = out
+        .clones
+        .iter()
+        .map(|c| c.read.ios() + c.write.ios())
+        .sum();
     if let Some(e) = out.clones.iter().find_map(|c| c.error.clone()) {
         anyhow::bail!("benchmark job failed: {e}");
     }
@@ -55,10 +59,19 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let size = zone_bytes.to_string();
     let span16 = (16 * zone_bytes).to_string();
 
-    let dev = Rc::new(RefCell::new(ZonedDevice::new(profile.clone(), PayloadMode::Fingerprint)?));
+    let dev = Rc::new(RefCell::new(ZonedDevice::new(
+        profile.clone(),
+        PayloadMode::Fingerprint,
+    )?));
     let write_job = [
-        "--name=seqwrite-qd1", "--rw=write", "--bs=4k", "--iodepth=1", "--zonemode=zbd",
-        &format!("--size={size}"), &format!("--number_ios={n}"), "--time_based=0",
+        "--name=seqwrite-qd1",
+        "--rw=write",
+        "--bs=4k",
+        "--iodepth=1",
+        "--zonemode=zbd",
+        &format!("--size={size}"),
+        &format!("--number_ios={n}"),
+        "--time_based=0",
     ];
     let io_size = (args.commands * 4096 * 2).to_string();
     let mut wj: Vec<&str> = write_job.to_vec();
@@ -66,16 +79,31 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     wj.push(&io_size_opt);
     let (w_cmds, w_wall) = measure(&dev, &wj)?;
 
-    let dev = Rc::new(RefCell::new(ZonedDevice::new(profile, PayloadMode::Fingerprint)?));
+    let dev = Rc::new(RefCell::new(ZonedDevice::new(
+        profile,
+        PayloadMode::Fingerprint,
+    )?));
     measure(
         &dev,
-        &["--name=fill", "--rw=write", "--bs=512k", "--iodepth=4", "--zonemode=zbd", &format!("--size={span16}")],
+        &[
+            "--name=fill",
+            "--rw=write",
+            "--bs=512k",
+            "--iodepth=4",
+            "--zonemode=zbd",
+            &format!("--size={span16}"),
+        ],
     )?;
     let (r_cmds, r_wall) = measure(
         &dev,
         &[
-            "--name=randread-qd32", "--rw=randread", "--bs=4k", "--iodepth=32", "--zonemode=zbd",
-            &format!("--size={span16}"), &format!("--number_ios={n}"),
+            "--name=randread-qd32",
+            "--rw=randread",
+            "--bs=4k",
+            "--iodepth=32",
+            "--zonemode=zbd",
+            &format!("--size={span16}"),
+            &format!("--number_ios={n}"),
         ],
     )?;
 
@@ -89,9 +117,15 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             .iter()
             .map(|(name, c, w)| json!({"case": name, "commands": c, "wall_seconds": w, "commands_per_second": rate(*c, *w)}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&json!({"profile": "zn540", "cases": v}))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"profile": "zn540", "cases": v}))?
+        );
     } else {
-        println!("{:<28} {:>12} {:>10} {:>16}", "case (zn540)", "commands", "wall s", "commands/s");
+        println!(
+            "{:<28} {:>12} {:>10} {:>16}",
+            "case (zn540)", "commands", "wall s", "commands/s"
+        );
         for (name, c, w) in cases {
             println!("{name:<28} {c:>12} {w:>10.3} {:>16.0}", rate(c, w));
         }

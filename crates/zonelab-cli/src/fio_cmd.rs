@@ -27,10 +27,17 @@ Profiles: zonelab profiles. Sizes follow fio: 4k = 4096 bytes (kb_base=1024).
 pub fn run(args: &[String]) -> Result<ExitCode> {
     if args.is_empty() || args.iter().any(|a| a == "--help" || a == "-h") {
         print!("{HELP}");
-        return Ok(if args.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS });
+        return Ok(if args.is_empty() {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        });
     }
     let parsed = options::parse_cli(args, &|p| std::fs::read_to_string(p))?;
-    let profile_name = parsed.profile.clone().unwrap_or_else(|| "zn540".to_string());
+    let profile_name = parsed
+        .profile
+        .clone()
+        .unwrap_or_else(|| "zn540".to_string());
     let profile = Profile::load(&profile_name, &parsed.sets)?;
     let seed = parsed.jobs.iter().find_map(|j| j.seed).unwrap_or(1);
     let settings = RunSettings {
@@ -51,22 +58,32 @@ pub fn run(args: &[String]) -> Result<ExitCode> {
         OutputFormat::Normal => report::render_normal(&reports, &summary(&extra)),
     };
     match &parsed.output {
-        Some(path) => std::fs::write(path, &text).with_context(|| format!("writing --output={path}"))?,
+        Some(path) => {
+            std::fs::write(path, &text).with_context(|| format!("writing --output={path}"))?
+        }
         None => print!("{text}"),
     }
     for c in &out.clones {
         if let Some((file, content)) = &c.bw_log {
-            std::fs::write(file, content).with_context(|| format!("writing bandwidth log {file}"))?;
+            std::fs::write(file, content)
+                .with_context(|| format!("writing bandwidth log {file}"))?;
         }
     }
     let mut failed = false;
     for c in &out.clones {
         if let Some(e) = &c.error {
-            eprintln!("zonelab: job '{}' (clone {}): {e}", parsed.jobs[c.job].name, c.clone);
+            eprintln!(
+                "zonelab: job '{}' (clone {}): {e}",
+                parsed.jobs[c.job].name, c.clone
+            );
             failed = true;
         }
     }
-    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// fio's per-job reports: one per clone, or one per job with group_reporting.
@@ -109,7 +126,11 @@ fn reports(jobs: &[JobSpec], out: &RunOutput) -> Vec<JobReport> {
 }
 
 /// The `zonelab` section of the JSON output: what the device did.
-fn zonelab_section(profile: &Profile, settings: &RunSettings, out: &RunOutput) -> serde_json::Value {
+fn zonelab_section(
+    profile: &Profile,
+    settings: &RunSettings,
+    out: &RunOutput,
+) -> serde_json::Value {
     let dev: std::cell::Ref<'_, ZonedDevice> = out.device.borrow();
     let c = dev.counters();
     let f = dev.flash_counters();

@@ -131,7 +131,13 @@ impl PageFtl {
 
     /// Next free physical page on die stream `d`, opening (and erasing) a block when needed.
     /// Returns the page and when it can be programmed (after any erase).
-    fn next_page(&mut self, flash: &mut FlashArray, now: Nanos, at: Nanos, d: usize) -> (u32, u32, Nanos) {
+    fn next_page(
+        &mut self,
+        flash: &mut FlashArray,
+        now: Nanos,
+        at: Nanos,
+        d: usize,
+    ) -> (u32, u32, Nanos) {
         let ppb = self.pages_per_block;
         if let Some(b) = self.dies[d].open {
             let used = self.blocks[b as usize].owners.len() as u32;
@@ -208,24 +214,65 @@ impl PageFtl {
         t
     }
 
+    /// Whether die stream `d` can take a page without cleaning (one free block stays in reserve
+    /// as the destination of cleaning).
+    fn has_room(&self, d: usize) -> bool {
+        let ds = &self.dies[d];
+        ds.free.len() >= 2
+            || ds.open.is_some_and(|b| {
+                (self.blocks[b as usize].owners.len() as u32) < self.pages_per_block
+            })
+    }
+
+    /// The die stream for the next page: round-robin from `next_die`, skipping dies that need
+    /// cleaning; when all do, clean in the same order until one has room.
+    fn pick_die(&mut self, flash: &mut FlashArray, now: Nanos, at: Nanos) -> (usize, Nanos) {
+        let n = self.dies.len();
+        for k in 0..n {
+            let d = (self.next_die + k) % n;
+            if self.has_room(d) {
+                return (d, at);
+            }
+        }
+        let mut t = at;
+        for k in 0..n {
+            let d = (self.next_die + k) % n;
+            t = self.clean(flash, now, t, d);
+            if self.has_room(d) {
+                return (d, t);
+            }
+        }
+        panic!(
+            "FTL has no reclaimable space on any die: {} logical pages mapped in {} blocks",
+            self.map.len(),
+            self.blocks.len()
+        );
+    }
+
     /// Writes logical page `lp` whose data is in the controller at `at`. When `partial` and the
     /// page held data, the old page is read first (read-modify-write). Returns when the program
     /// completes.
-    pub fn write(&mut self, flash: &mut FlashArray, now: Nanos, at: Nanos, lp: u64, partial: bool) -> Nanos {
-        assert!(lp < self.logical_pages, "logical page {lp} beyond the FTL's space");
-        let d = self.next_die;
-        self.next_die = (self.next_die + 1) % self.dies.len();
+    pub fn write(
+        &mut self,
+        flash: &mut FlashArray,
+        now: Nanos,
+        at: Nanos,
+        lp: u64,
+        partial: bool,
+    ) -> Nanos {
+        assert!(
+            lp < self.logical_pages,
+            "logical page {lp} beyond the FTL's space"
+        );
         let mut t = at;
         if partial && let Some(old) = self.lookup(lp) {
             t = flash.read(now, t, old, flash.geometry().page_size);
             self.counters.rmw_reads += 1;
         }
         self.invalidate(lp);
-        if self.dies[d].free.len() < 2 && self.dies[d].open.is_none_or(|b| {
-            self.blocks[b as usize].owners.len() as u32 >= self.pages_per_block
-        }) {
-            t = self.clean(flash, now, t, d);
-        }
+        let (d, cleaned) = self.pick_die(flash, now, t);
+        t = cleaned;
+        self.next_die = (d + 1) % self.dies.len();
         let (b, page, ready) = self.next_page(flash, now, t, d);
         let done = flash.program(
             now,
@@ -250,7 +297,11 @@ impl PageFtl {
             assert_eq!(live, b.valid, "valid count of pool block {i}");
             for (p, &o) in b.owners.iter().enumerate() {
                 if o != INVALID {
-                    assert_eq!(self.map.get(&o), Some(&(i as u32, p as u32)), "owner of block {i} page {p}");
+                    assert_eq!(
+                        self.map.get(&o),
+                        Some(&(i as u32, p as u32)),
+                        "owner of block {i} page {p}"
+                    );
                 }
             }
             valid += b.valid as u64;
@@ -319,7 +370,10 @@ mod tests {
         let c = ftl.counters();
         assert_eq!(c.host_pages, 400);
         assert!(c.gc_erases > 0 && c.gc_copies > 0, "{c:?}");
-        assert_eq!(f.counters().programs + f.counters().copybacks, 400 + c.gc_copies);
+        assert_eq!(
+            f.counters().programs + f.counters().copybacks,
+            400 + c.gc_copies
+        );
         for lp in 0..40 {
             assert!(ftl.lookup(lp).is_some());
         }

@@ -59,10 +59,24 @@ impl std::str::FromStr for IoScheduler {
 /// A command as a workload issues it.
 #[derive(Clone, Debug)]
 pub enum IoCmd {
-    Read { slba: Lba, nlb: u64, want_data: bool },
-    Write { slba: Lba, data: OwnedData },
-    Append { zslba: Lba, data: OwnedData },
-    ZoneMgmt { action: ZoneAction, zslba: Lba, select_all: bool },
+    Read {
+        slba: Lba,
+        nlb: u64,
+        want_data: bool,
+    },
+    Write {
+        slba: Lba,
+        data: OwnedData,
+    },
+    Append {
+        zslba: Lba,
+        data: OwnedData,
+    },
+    ZoneMgmt {
+        action: ZoneAction,
+        zslba: Lba,
+        select_all: bool,
+    },
     Flush,
 }
 
@@ -145,7 +159,11 @@ impl HostStack {
         }
         let (h, lba_size, zone_size) = {
             let d = device.borrow();
-            (d.profile().host.clone(), d.lba_size(), d.zones().geometry().zone_size)
+            (
+                d.profile().host.clone(),
+                d.lba_size(),
+                d.zones().geometry().zone_size,
+            )
         };
         let (submit_cost, complete_cost) = match engine {
             IoEngine::Spdk => (h.spdk_submit.0, h.spdk_complete.0),
@@ -208,7 +226,11 @@ impl HostStack {
         let completion: Completion = {
             let mut dev = self.device.borrow_mut();
             match &cmd {
-                IoCmd::Read { slba, nlb, want_data } => {
+                IoCmd::Read {
+                    slba,
+                    nlb,
+                    want_data,
+                } => {
                     if *want_data {
                         let mut out = ReadData::default();
                         let c = dev.read(now, at, *slba, *nlb, Some(&mut out));
@@ -240,7 +262,12 @@ impl HostStack {
         }
     }
 
-    async fn write_through_scheduler(self: &Rc<Self>, issued: Nanos, slba: Lba, data: OwnedData) -> IoDone {
+    async fn write_through_scheduler(
+        self: &Rc<Self>,
+        issued: Nanos,
+        slba: Lba,
+        data: OwnedData,
+    ) -> IoDone {
         let zone = (slba.0 / self.zone_size) as u32;
         let (tx, rx) = oneshot();
         let start = {
@@ -261,7 +288,8 @@ impl HostStack {
         };
         if start {
             let me = self.clone();
-            self.sim.spawn(async move { me.drain_zone(ZoneId(zone)).await });
+            self.sim
+                .spawn(async move { me.drain_zone(ZoneId(zone)).await });
         }
         rx.await.expect("the zone dispatcher always replies")
     }
@@ -300,10 +328,10 @@ impl HostStack {
                 .max()
                 .expect("batch not empty");
             let at = earliest.max(now) + self.dispatch_cost;
-            let completion = self
-                .device
-                .borrow_mut()
-                .write(now, at, requests[0].slba, data.as_ref(), false);
+            let completion =
+                self.device
+                    .borrow_mut()
+                    .write(now, at, requests[0].slba, data.as_ref(), false);
             self.count(|c| {
                 c.dispatched += 1;
                 c.merged += requests.len() as u64 - 1;

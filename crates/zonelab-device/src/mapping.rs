@@ -61,7 +61,10 @@ impl ZoneMapper {
 
     /// Gives `zone` an FBG; returns it. The zone must not hold one.
     pub fn allocate(&mut self, zone: u32) -> u32 {
-        assert!(self.zone_fbg[zone as usize].is_none(), "zone {zone} already mapped");
+        assert!(
+            self.zone_fbg[zone as usize].is_none(),
+            "zone {zone} already mapped"
+        );
         let fcg = self.fcg_of(zone) as usize;
         let fbg = self.free[fcg]
             .pop_front()
@@ -155,7 +158,13 @@ mod tests {
     #[test]
     fn chunks_interleave_over_the_chips_of_the_fcg() {
         // Fig. 1 of seed 000: D_zone = 4 of 8 chips -> two FCGs.
-        let p = profile(&["channels=8", "chips_per_channel=1", "zone_dies=4", "zones=8", "zone_size=8MiB"]);
+        let p = profile(&[
+            "channels=8",
+            "chips_per_channel=1",
+            "zone_dies=4",
+            "zones=8",
+            "zone_size=8MiB",
+        ]);
         let mut m = ZoneMapper::new(&p);
         assert_eq!(m.fcg_of(1), 1);
         m.allocate(1);

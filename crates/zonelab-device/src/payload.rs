@@ -184,7 +184,11 @@ impl DataStore {
         });
         match content {
             ZoneContent::SeqFull(v) => {
-                assert_eq!(v.len() as u64, off * lba, "sequential data must continue at the write pointer");
+                assert_eq!(
+                    v.len() as u64,
+                    off * lba,
+                    "sequential data must continue at the write pointer"
+                );
                 match data {
                     WriteData::Bytes(b) => v.extend_from_slice(b),
                     WriteData::Fingerprints(f) => {
@@ -195,7 +199,11 @@ impl DataStore {
                 }
             }
             ZoneContent::SeqFingerprint(v) => {
-                assert_eq!(v.len() as u64, off, "sequential data must continue at the write pointer");
+                assert_eq!(
+                    v.len() as u64,
+                    off,
+                    "sequential data must continue at the write pointer"
+                );
                 match data {
                     WriteData::Bytes(b) => v.extend(b.chunks(lba as usize).map(fingerprint)),
                     WriteData::Fingerprints(f) => v.extend_from_slice(f),
@@ -272,9 +280,10 @@ impl DataStore {
         let lba = self.lba_size as usize;
         match (self.mode, expected) {
             (PayloadMode::Fingerprint, WriteData::Fingerprints(f)) => got.fingerprints == f,
-            (PayloadMode::Fingerprint, WriteData::Bytes(b)) => {
-                b.chunks(lba).map(fingerprint).eq(got.fingerprints.iter().copied())
-            }
+            (PayloadMode::Fingerprint, WriteData::Bytes(b)) => b
+                .chunks(lba)
+                .map(fingerprint)
+                .eq(got.fingerprints.iter().copied()),
             (PayloadMode::Full, WriteData::Bytes(b)) => got.bytes == b,
             (PayloadMode::Full, WriteData::Fingerprints(f)) => {
                 let mut exp = Vec::with_capacity(f.len() * lba);

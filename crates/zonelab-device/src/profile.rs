@@ -12,11 +12,26 @@ use zonelab_flash::{Duration, Rate, Size};
 /// Profiles shipped with ZoneLab, embedded so the binary works from any directory.
 pub const BUILTIN: &[(&str, &str)] = &[
     ("zn540", include_str!("../../../profiles/zn540.toml")),
-    ("znsplus-mlc", include_str!("../../../profiles/znsplus-mlc.toml")),
-    ("znsplus-tlc", include_str!("../../../profiles/znsplus-tlc.toml")),
-    ("znsplus-znand", include_str!("../../../profiles/znsplus-znand.toml")),
-    ("isar-femu", include_str!("../../../profiles/isar-femu.toml")),
-    ("zlfs-smallzone", include_str!("../../../profiles/zlfs-smallzone.toml")),
+    (
+        "znsplus-mlc",
+        include_str!("../../../profiles/znsplus-mlc.toml"),
+    ),
+    (
+        "znsplus-tlc",
+        include_str!("../../../profiles/znsplus-tlc.toml"),
+    ),
+    (
+        "znsplus-znand",
+        include_str!("../../../profiles/znsplus-znand.toml"),
+    ),
+    (
+        "isar-femu",
+        include_str!("../../../profiles/isar-femu.toml"),
+    ),
+    (
+        "zlfs-smallzone",
+        include_str!("../../../profiles/zlfs-smallzone.toml"),
+    ),
 ];
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -71,7 +86,7 @@ pub struct FlashSection {
     pub page_transfer: Duration,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ControllerSection {
     pub firmware_cores: u32,
@@ -139,7 +154,10 @@ pub fn builtin_names() -> Vec<&'static str> {
 
 impl Profile {
     /// Loads a built-in profile by name, or a TOML file by path, then applies `overrides`.
-    pub fn load(name_or_path: &str, overrides: &[(String, String)]) -> Result<Profile, ProfileError> {
+    pub fn load(
+        name_or_path: &str,
+        overrides: &[(String, String)],
+    ) -> Result<Profile, ProfileError> {
         let (text, source_name) = match BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
             Some((n, t)) => (t.to_string(), n.to_string()),
             None => {
@@ -163,10 +181,12 @@ impl Profile {
         source_name: &str,
         overrides: &[(String, String)],
     ) -> Result<Profile, ProfileError> {
-        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| ProfileError::Parse {
-            source_name: source_name.to_string(),
-            msg: e.message().to_string(),
-        })?;
+        let mut table: toml::Table =
+            text.parse()
+                .map_err(|e: toml::de::Error| ProfileError::Parse {
+                    source_name: source_name.to_string(),
+                    msg: e.message().to_string(),
+                })?;
         for (k, v) in overrides {
             apply_override(&mut table, k, v)?;
         }
@@ -184,7 +204,9 @@ impl Profile {
         items
             .iter()
             .map(|s| match s.split_once('=') {
-                Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+                Some((k, v)) if !k.trim().is_empty() => {
+                    Ok((k.trim().to_string(), v.trim().to_string()))
+                }
                 _ => Err(ProfileError::BadOverride(s.clone())),
             })
             .collect()
@@ -243,10 +265,14 @@ impl Profile {
         let inv = |s: String| Err(ProfileError::Invalid(s));
         let fg = self.flash_geometry();
         fg.validate().map_err(ProfileError::Invalid)?;
-        self.flash_timing().validate().map_err(ProfileError::Invalid)?;
+        self.flash_timing()
+            .validate()
+            .map_err(ProfileError::Invalid)?;
         let lba = self.lba_size();
         if !(512..=65536).contains(&lba) || !lba.is_power_of_two() {
-            return inv(format!("lba_size must be a power of two from 512 to 65536 (got {lba})"));
+            return inv(format!(
+                "lba_size must be a power of two from 512 to 65536 (got {lba})"
+            ));
         }
         if self.geometry.page_size.0 % lba != 0 {
             return inv(format!(
@@ -285,13 +311,18 @@ impl Profile {
         if per_fcg > self.fbgs_per_fcg() as u64 {
             return inv(format!(
                 "zones ({}) need {per_fcg} flash block groups per chip group but blocks_per_plane ({}) / blocks_per_zone ({}) gives only {}; lower zones or raise blocks_per_plane",
-                z.zones, self.geometry.blocks_per_plane, z.blocks_per_zone, self.fbgs_per_fcg()
+                z.zones,
+                self.geometry.blocks_per_plane,
+                z.blocks_per_zone,
+                self.fbgs_per_fcg()
             ));
         }
         if z.conventional_zones > 0 && per_fcg + 2 > self.fbgs_per_fcg() as u64 {
             return inv(format!(
                 "conventional_zones need two spare flash block groups per chip group: blocks_per_plane ({}) / blocks_per_zone ({}) must be at least {}",
-                self.geometry.blocks_per_plane, z.blocks_per_zone, per_fcg + 2
+                self.geometry.blocks_per_plane,
+                z.blocks_per_zone,
+                per_fcg + 2
             ));
         }
         if z.max_open == 0 || z.max_active == 0 {
@@ -400,7 +431,11 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
         }
         _ => Err(ProfileError::AmbiguousField {
             key: key.to_string(),
-            choices: hits.iter().map(|s| format!("{s}.{field}")).collect::<Vec<_>>().join(", "),
+            choices: hits
+                .iter()
+                .map(|s| format!("{s}.{field}"))
+                .collect::<Vec<_>>()
+                .join(", "),
         }),
     }
 }
@@ -432,8 +467,16 @@ mod tests {
 
     #[test]
     fn overrides_by_bare_and_qualified_name() {
-        let p = Profile::load("zn540", &ov(&["zones=64", "geometry.dies_per_chip=1", "zone_dies=32", "read=50us"]))
-            .unwrap();
+        let p = Profile::load(
+            "zn540",
+            &ov(&[
+                "zones=64",
+                "geometry.dies_per_chip=1",
+                "zone_dies=32",
+                "read=50us",
+            ]),
+        )
+        .unwrap();
         assert_eq!(p.zns.zones, 64);
         assert_eq!(p.geometry.dies_per_chip, 1);
         assert_eq!(p.flash.read.0, zonelab_sim::Nanos::from_us(50));
@@ -441,23 +484,37 @@ mod tests {
 
     #[test]
     fn impossible_geometry_names_the_field() {
-        let e = Profile::load("zn540", &ov(&["zone_dies=48"])).unwrap_err().to_string();
+        let e = Profile::load("zn540", &ov(&["zone_dies=48"]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("zone_dies"), "{e}");
-        let e = Profile::load("zn540", &ov(&["pages_per_block=0"])).unwrap_err().to_string();
+        let e = Profile::load("zn540", &ov(&["pages_per_block=0"]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("pages_per_block"), "{e}");
-        let e = Profile::load("zn540", &ov(&["zones=100000"])).unwrap_err().to_string();
+        let e = Profile::load("zn540", &ov(&["zones=100000"]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("zones"), "{e}");
-        let e = Profile::load("zn540", &ov(&["max_open=20"])).unwrap_err().to_string();
+        let e = Profile::load("zn540", &ov(&["max_open=20"]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("max_open"), "{e}");
-        let e = Profile::load("zn540", &ov(&["zone_size=1MiB"])).unwrap_err().to_string();
+        let e = Profile::load("zn540", &ov(&["zone_size=1MiB"]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("zone_size"), "{e}");
     }
 
     #[test]
     fn bad_overrides_are_explained() {
-        let e = Profile::load("zn540", &ov(&["zonez=3"])).unwrap_err().to_string();
+        let e = Profile::load("zn540", &ov(&["zonez=3"]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no such profile field"), "{e}");
-        let e = Profile::load("zn540", &ov(&["read=fast"])).unwrap_err().to_string();
+        let e = Profile::load("zn540", &ov(&["read=fast"]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a duration"), "{e}");
         assert!(Profile::parse_overrides(&["zones".to_string()]).is_err());
         let e = Profile::load("nope", &[]).unwrap_err().to_string();

@@ -37,6 +37,13 @@ impl WriteBuffer {
             "a single write larger than the write buffer ({lbas} > {} LBAs)",
             self.capacity
         );
+        // Space whose program has completed by `at` is free again.
+        while let Some(&Reverse((free_at, n))) = self.releases.peek()
+            && free_at <= at
+        {
+            self.releases.pop();
+            self.used -= n;
+        }
         let mut t = at;
         while self.used + lbas > self.capacity {
             let Reverse((free_at, n)) = self
@@ -66,7 +73,12 @@ impl WriteBuffer {
 
     /// When every scheduled program has completed.
     pub fn drained_at(&self, now: Nanos) -> Nanos {
-        self.releases.iter().map(|Reverse((t, _))| *t).max().unwrap_or(now).max(now)
+        self.releases
+            .iter()
+            .map(|Reverse((t, _))| *t)
+            .max()
+            .unwrap_or(now)
+            .max(now)
     }
 
     pub fn stalled(&self) -> Nanos {

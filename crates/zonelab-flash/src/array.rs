@@ -82,7 +82,8 @@ impl FlashArray {
         );
         let idx = b.die.0 as usize * g.planes_per_die as usize + b.plane as usize;
         let n = g.blocks_per_plane as usize;
-        &mut self.blocks[idx].get_or_insert_with(|| vec![BlockState::default(); n])[b.block as usize]
+        &mut self.blocks[idx].get_or_insert_with(|| vec![BlockState::default(); n])
+            [b.block as usize]
     }
 
     /// Erase count of a block.
@@ -153,7 +154,9 @@ impl FlashArray {
         let ch = self.geometry.channel_of(p.block.die) as usize;
         let die = p.block.die.0 as usize;
         let t_r = self.timing.read;
-        let xfer = self.timing.transfer(bytes.min(self.geometry.page_size), self.geometry.page_size);
+        let xfer = self
+            .timing
+            .transfer(bytes.min(self.geometry.page_size), self.geometry.page_size);
         let sense_start = self.dies[die].reserve(now, at, t_r);
         let xfer_start = self.channels[ch].reserve(now, sense_start + t_r, xfer);
         xfer_start + xfer
@@ -249,8 +252,14 @@ mod tests {
     #[test]
     fn read_is_sense_then_transfer() {
         let mut a = array();
-        assert_eq!(a.read(Nanos(0), Nanos(0), page(0, 0, 0), 16384), Nanos::from_us(59));
-        assert_eq!(a.read(Nanos(0), Nanos(0), page(0, 0, 0), 4096), Nanos::from_us(35 + 35 + 6));
+        assert_eq!(
+            a.read(Nanos(0), Nanos(0), page(0, 0, 0), 16384),
+            Nanos::from_us(59)
+        );
+        assert_eq!(
+            a.read(Nanos(0), Nanos(0), page(0, 0, 0), 4096),
+            Nanos::from_us(35 + 35 + 6)
+        );
     }
 
     #[test]

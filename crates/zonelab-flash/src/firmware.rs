@@ -27,7 +27,10 @@ impl Firmware {
     }
 
     pub fn busy_total(&self) -> Nanos {
-        self.cores.iter().map(|c| c.busy_total()).fold(Nanos::ZERO, |a, b| a + b)
+        self.cores
+            .iter()
+            .map(|c| c.busy_total())
+            .fold(Nanos::ZERO, |a, b| a + b)
     }
 }
 

@@ -46,7 +46,9 @@ impl Geometry {
             ));
         }
         if self.total_dies() > 1 << 20 {
-            return Err("channels x chips_per_channel x dies_per_chip exceeds 1,048,576 dies".into());
+            return Err(
+                "channels x chips_per_channel x dies_per_chip exceeds 1,048,576 dies".into(),
+            );
         }
         if self.pages_per_block > 1 << 20 {
             return Err("pages_per_block must be at most 1,048,576".into());
@@ -54,7 +56,9 @@ impl Geometry {
         self.raw_bytes()
             .checked_mul(1)
             .filter(|b| *b <= 1 << 56)
-            .ok_or_else(|| "the flash array is larger than 64 PiB; reduce blocks_per_plane".to_string())?;
+            .ok_or_else(|| {
+                "the flash array is larger than 64 PiB; reduce blocks_per_plane".to_string()
+            })?;
         Ok(())
     }
 

@@ -15,7 +15,10 @@ pub struct PcieLink {
 
 impl PcieLink {
     pub fn new(lanes: u32, lane_bytes_per_sec: u64, per_transfer: Nanos) -> PcieLink {
-        assert!(lanes > 0 && lane_bytes_per_sec > 0, "PCIe link without bandwidth");
+        assert!(
+            lanes > 0 && lane_bytes_per_sec > 0,
+            "PCIe link without bandwidth"
+        );
         PcieLink {
             bytes_per_sec: lanes as u64 * lane_bytes_per_sec,
             per_transfer,

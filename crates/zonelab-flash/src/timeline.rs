@@ -30,7 +30,10 @@ impl Timeline {
     /// start. `now` is the simulation's current time: reservations that ended before it are
     /// forgotten.
     pub fn reserve(&mut self, now: Nanos, earliest: Nanos, duration: Nanos) -> Nanos {
-        debug_assert!(earliest >= now, "reservation in the past: {earliest} < {now}");
+        debug_assert!(
+            earliest >= now,
+            "reservation in the past: {earliest} < {now}"
+        );
         while matches!(self.busy.front(), Some(&(_, e)) if e <= now) {
             self.busy.pop_front();
         }
@@ -38,16 +41,28 @@ impl Timeline {
         if duration == Nanos::ZERO {
             return earliest;
         }
+        // Fast path: at or after the last reservation (the common, in-order case).
+        if let Some(&(_, last_end)) = self.busy.back()
+            && earliest >= last_end
+        {
+            if earliest == last_end {
+                self.busy.back_mut().expect("non-empty").1 = earliest + duration;
+            } else {
+                self.busy.push_back((earliest, earliest + duration));
+                self.cap_intervals();
+            }
+            return earliest;
+        }
+        // Skip intervals that end before the request; then first fit.
+        let mut idx = self.busy.partition_point(|&(_, e)| e <= earliest);
         let mut start = earliest;
-        let mut idx = self.busy.len();
-        for (i, &(s, e)) in self.busy.iter().enumerate() {
+        while idx < self.busy.len() {
+            let (s, e) = self.busy[idx];
             if start + duration <= s {
-                idx = i;
                 break;
             }
-            if e > start {
-                start = e;
-            }
+            start = start.max(e);
+            idx += 1;
         }
         let end = start + duration;
         // Insert and coalesce with touching neighbours.
@@ -60,11 +75,15 @@ impl Timeline {
             let (_, e1) = self.busy.remove(idx).expect("exists");
             self.busy[idx - 1].1 = e1;
         }
+        self.cap_intervals();
+        start
+    }
+
+    fn cap_intervals(&mut self) {
         if self.busy.len() > MAX_INTERVALS {
             let (_, e) = self.busy.remove(1).expect("exists");
             self.busy[0].1 = e;
         }
-        start
     }
 
     /// When the resource is free from then on (end of the last reservation, or `now`).

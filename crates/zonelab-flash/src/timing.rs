@@ -33,6 +33,11 @@ impl FlashTiming {
 
     /// Channel time to move `bytes` of a page (partial pages move proportionally, rounded up).
     pub fn transfer(&self, bytes: u64, page_size: u64) -> Nanos {
-        Nanos((self.page_transfer.0 as u128 * bytes as u128).div_ceil(page_size as u128) as u64)
+        if bytes >= page_size {
+            return self.page_transfer.mul(bytes / page_size)
+                + self.transfer(bytes % page_size, page_size);
+        }
+        // bytes < page_size, so the product fits in 64 bits for any realistic transfer time.
+        Nanos((self.page_transfer.0.saturating_mul(bytes)).div_ceil(page_size))
     }
 }

@@ -88,8 +88,18 @@ macro_rules! quantity {
 }
 
 quantity!(Size, u64, parse_size, "A byte count read from a profile.");
-quantity!(Duration, Nanos, parse_duration, "A span of time read from a profile.");
-quantity!(Rate, u64, parse_rate, "A bandwidth in bytes per second read from a profile.");
+quantity!(
+    Duration,
+    Nanos,
+    parse_duration,
+    "A span of time read from a profile."
+);
+quantity!(
+    Rate,
+    u64,
+    parse_rate,
+    "A bandwidth in bytes per second read from a profile."
+);
 
 impl Serialize for Size {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

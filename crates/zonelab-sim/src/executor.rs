@@ -226,9 +226,12 @@ impl Sim {
     }
 
     fn install_spawned(&self) {
-        let spawned: Vec<_> = self.inner.spawned.borrow_mut().drain(..).collect();
+        let mut spawned = self.inner.spawned.borrow_mut();
+        if spawned.is_empty() {
+            return;
+        }
         let mut slots = self.inner.slots.borrow_mut();
-        for (slot, fut) in spawned {
+        for (slot, fut) in spawned.drain(..) {
             slots[slot].future = Some(fut);
         }
     }
@@ -236,7 +239,10 @@ impl Sim {
     /// Runs the simulation until `main` completes and returns its output. Other tasks still
     /// pending at that moment are dropped. Fails if `main` can never complete (every task waits
     /// on something no timer or task will deliver).
-    pub fn block_on<T: 'static>(&self, main: impl Future<Output = T> + 'static) -> Result<T, Deadlock> {
+    pub fn block_on<T: 'static>(
+        &self,
+        main: impl Future<Output = T> + 'static,
+    ) -> Result<T, Deadlock> {
         let handle = self.spawn(main);
         let previous = CURRENT.with(|c| c.borrow_mut().replace(self.inner.clone()));
         let result = self.run_loop(&handle);

@@ -48,14 +48,18 @@ mod tests {
 
     #[test]
     fn same_seed_same_stream() {
-        let a: Vec<u64> = (0..8).map({
-            let mut r = SimRng::stream(7, 3);
-            move |_| r.next_u64()
-        }).collect();
-        let b: Vec<u64> = (0..8).map({
-            let mut r = SimRng::stream(7, 3);
-            move |_| r.next_u64()
-        }).collect();
+        let a: Vec<u64> = (0..8)
+            .map({
+                let mut r = SimRng::stream(7, 3);
+                move |_| r.next_u64()
+            })
+            .collect();
+        let b: Vec<u64> = (0..8)
+            .map({
+                let mut r = SimRng::stream(7, 3);
+                move |_| r.next_u64()
+            })
+            .collect();
         assert_eq!(a, b);
         let mut c = SimRng::stream(7, 4);
         assert_ne!(a[0], c.next_u64());

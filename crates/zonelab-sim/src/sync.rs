@@ -115,11 +115,11 @@ impl Future for Notified {
                 }
                 let flag = Rc::new(Cell::new(false));
                 let epoch = self.notify.inner.epoch.get();
-                self.notify
-                    .inner
-                    .waiters
-                    .borrow_mut()
-                    .push_back((epoch, flag.clone(), cx.waker().clone()));
+                self.notify.inner.waiters.borrow_mut().push_back((
+                    epoch,
+                    flag.clone(),
+                    cx.waker().clone(),
+                ));
                 self.flag = Some(flag);
                 Poll::Pending
             }

@@ -165,8 +165,15 @@ struct CloneState {
 
 /// One planned I/O.
 enum Planned {
-    Io { write: bool, cmd: IoCmd, bytes: u64, zone: Option<u32> },
-    Reset { zone: u32 },
+    Io {
+        write: bool,
+        cmd: IoCmd,
+        bytes: u64,
+        zone: Option<u32>,
+    },
+    Reset {
+        zone: u32,
+    },
     Wait,
     Done,
 }
@@ -218,7 +225,11 @@ impl CloneState {
             let slots = (span / nlb).max(1);
             self.rng.below(slots) * nlb
         } else {
-            let pos = if write { &mut self.seq_write } else { &mut self.seq_read };
+            let pos = if write {
+                &mut self.seq_write
+            } else {
+                &mut self.seq_read
+            };
             if *pos + nlb > span {
                 *pos = 0;
             }
@@ -233,7 +244,11 @@ impl CloneState {
             return Planned::Done;
         }
         let write = self.choose_write();
-        let bs = if write { self.spec.bs.write } else { self.spec.bs.read };
+        let bs = if write {
+            self.spec.bs.write
+        } else {
+            self.spec.bs.read
+        };
         let nlb = bs / self.lba_size;
         if self.spec.zonemode == ZoneMode::Zbd {
             return if write {
@@ -286,14 +301,14 @@ impl CloneState {
             first + (self.zone_cursor_write % nzones) as u32
         };
         let mut zone = candidate;
-        let open_in_region: Vec<u32> = view
-            .open
-            .iter()
-            .copied()
-            .filter(|&z| z >= first && z < end && !view.is_full(z))
-            .collect();
         if !view.open.contains(&zone) && view.open.len() >= view.max_open {
             // No room for another open zone: write to an open one of this job's region.
+            let open_in_region: Vec<u32> = view
+                .open
+                .iter()
+                .copied()
+                .filter(|&z| z >= first && z < end && !view.is_full(z))
+                .collect();
             match open_in_region.is_empty() {
                 true => return Planned::Wait,
                 false => {
@@ -403,7 +418,11 @@ impl CloneState {
 }
 
 /// Runs `jobs` on a fresh device built from `profile`.
-pub fn run(jobs: &[JobSpec], profile: &Profile, settings: &RunSettings) -> Result<RunOutput, RunError> {
+pub fn run(
+    jobs: &[JobSpec],
+    profile: &Profile,
+    settings: &RunSettings,
+) -> Result<RunOutput, RunError> {
     let device = ZonedDevice::new(profile.clone(), settings.payload).map_err(|e| RunError {
         job: "device".into(),
         msg: e.to_string(),
@@ -436,13 +455,19 @@ fn validate(spec: &JobSpec, dev: &ZonedDevice) -> Result<(), RunError> {
     let total = dev.zones().total_lbas() * lba;
     let off = spec.offset.resolve(total);
     if off % lba != 0 {
-        return err(format!("offset ({off}) must be a multiple of the {lba}-byte logical block"));
+        return err(format!(
+            "offset ({off}) must be a multiple of the {lba}-byte logical block"
+        ));
     }
     if off >= total {
-        return err(format!("offset ({off}) is beyond the device's {total} bytes"));
+        return err(format!(
+            "offset ({off}) is beyond the device's {total} bytes"
+        ));
     }
     if spec.zone_append && !spec.rw.writes() {
-        return err("zone_append=1 needs a job that writes (rw=write, randwrite, rw or randrw)".into());
+        return err(
+            "zone_append=1 needs a job that writes (rw=write, randwrite, rw or randrw)".into(),
+        );
     }
     if spec.ioengine == FioEngine::Spdk && spec.ioscheduler != FioScheduler::None {
         return err("ioscheduler applies to the kernel path only: use ioengine=io_uring with ioscheduler=mq-deadline".into());
@@ -476,11 +501,16 @@ fn validate(spec: &JobSpec, dev: &ZonedDevice) -> Result<(), RunError> {
 }
 
 /// Runs `jobs` on an existing device (e.g. one loaded from an image).
-pub fn run_on(jobs: &[JobSpec], device: Rc<RefCell<ZonedDevice>>, settings: &RunSettings) -> Result<RunOutput, RunError> {
+pub fn run_on(
+    jobs: &[JobSpec],
+    device: Rc<RefCell<ZonedDevice>>,
+    settings: &RunSettings,
+) -> Result<RunOutput, RunError> {
     if jobs.is_empty() {
         return Err(RunError {
             job: "(none)".into(),
-            msg: "no jobs given: name one with --name=NAME and an rw= option, or pass a job file".into(),
+            msg: "no jobs given: name one with --name=NAME and an rw= option, or pass a job file"
+                .into(),
         });
     }
     for spec in jobs {
@@ -505,7 +535,10 @@ pub fn run_on(jobs: &[JobSpec], device: Rc<RefCell<ZonedDevice>>, settings: &Run
         .filter_map(|j| j.max_open_zones)
         .min()
         .unwrap_or(device.borrow().profile().zns.max_open) as usize;
-    let view = Rc::new(RefCell::new(ZoneView::from_device(&device.borrow(), max_open)));
+    let view = Rc::new(RefCell::new(ZoneView::from_device(
+        &device.borrow(),
+        max_open,
+    )));
     // Stonewall groups run one after another.
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, spec) in jobs.iter().enumerate() {
@@ -534,7 +567,12 @@ pub fn run_on(jobs: &[JobSpec], device: Rc<RefCell<ZonedDevice>>, settings: &Run
                         let st = Rc::new(RefCell::new(st));
                         let mut workers = Vec::new();
                         for _ in 0..spec.iodepth {
-                            workers.push(s.spawn(worker(s.clone(), st.clone(), stack.clone(), view.clone())));
+                            workers.push(s.spawn(worker(
+                                s.clone(),
+                                st.clone(),
+                                stack.clone(),
+                                view.clone(),
+                            )));
                         }
                         let st2 = st.clone();
                         handles.push(s.spawn(async move {
@@ -569,11 +607,22 @@ pub fn run_on(jobs: &[JobSpec], device: Rc<RefCell<ZonedDevice>>, settings: &Run
     })
 }
 
-fn make_clone(spec: &Rc<JobSpec>, job: usize, clone: u32, now: Nanos, dev_lbas: u64, lba_size: u64, seed: u64) -> CloneState {
+fn make_clone(
+    spec: &Rc<JobSpec>,
+    job: usize,
+    clone: u32,
+    now: Nanos,
+    dev_lbas: u64,
+    lba_size: u64,
+    seed: u64,
+) -> CloneState {
     let total = dev_lbas * lba_size;
     let base = spec.offset.resolve(total) + clone as u64 * spec.offset_increment.resolve(total);
     let start = (base / lba_size).min(dev_lbas.saturating_sub(1));
-    let size = spec.size.map(|s| s.resolve(total)).unwrap_or(total - base.min(total));
+    let size = spec
+        .size
+        .map(|s| s.resolve(total))
+        .unwrap_or(total - base.min(total));
     let lbas = (size / lba_size).min(dev_lbas - start).max(1);
     let region_bytes = lbas * lba_size;
     let ramp_end = now + Nanos(spec.ramp_time_ns);
@@ -581,7 +630,11 @@ fn make_clone(spec: &Rc<JobSpec>, job: usize, clone: u32, now: Nanos, dev_lbas: 
     let byte_limit = if spec.time_based && spec.runtime_ns.is_some() {
         None
     } else {
-        Some(spec.io_size.map(|s| s.resolve(total)).unwrap_or(region_bytes))
+        Some(
+            spec.io_size
+                .map(|s| s.resolve(total))
+                .unwrap_or(region_bytes),
+        )
     };
     let job_seed = spec.seed.unwrap_or(seed);
     CloneState {
@@ -637,7 +690,12 @@ fn rate_gate(st: &mut CloneState, dir: usize, bytes: u64, now: Nanos) -> Nanos {
     at
 }
 
-async fn worker(sim: Sim, st: Rc<RefCell<CloneState>>, stack: Rc<HostStack>, view: Rc<RefCell<ZoneView>>) {
+async fn worker(
+    sim: Sim,
+    st: Rc<RefCell<CloneState>>,
+    stack: Rc<HostStack>,
+    view: Rc<RefCell<ZoneView>>,
+) {
     loop {
         let now = sim.now();
         let planned = st.borrow_mut().plan(now, &mut view.borrow_mut());
@@ -667,7 +725,12 @@ async fn worker(sim: Sim, st: Rc<RefCell<CloneState>>, stack: Rc<HostStack>, vie
                     Err(e) => s.error = Some(format!("zone reset of zone {zone} failed: {e}")),
                 }
             }
-            Planned::Io { write, cmd, bytes, zone } => {
+            Planned::Io {
+                write,
+                cmd,
+                bytes,
+                zone,
+            } => {
                 let gate = {
                     let mut s = st.borrow_mut();
                     s.issued_bytes += bytes;
@@ -725,7 +788,10 @@ fn sample_ms(spec: &JobSpec) -> u64 {
 
 fn finish_clone(st: Rc<RefCell<CloneState>>) -> CloneResult {
     let mut s = st.borrow_mut();
-    let runtime = s.last_completion.saturating_sub(s.ramp_end.max(s.t_start)).0;
+    let runtime = s
+        .last_completion
+        .saturating_sub(s.ramp_end.max(s.t_start))
+        .0;
     let end = runtime;
     let mut read = std::mem::take(&mut s.read);
     let mut write = std::mem::take(&mut s.write);
@@ -735,9 +801,18 @@ fn finish_clone(st: Rc<RefCell<CloneState>>) -> CloneResult {
         // fio's bw log: one line per interval and direction, in time order.
         let mut rows: Vec<(u64, u8, u64, u64)> = Vec::new();
         for (dir, bs) in [(0u8, s.spec.bs.read), (1u8, s.spec.bs.write)] {
-            let wanted = if dir == 0 { s.spec.rw.reads() } else { s.spec.rw.writes() };
+            let wanted = if dir == 0 {
+                s.spec.rw.reads()
+            } else {
+                s.spec.rw.writes()
+            };
             if wanted {
-                rows.extend(s.bw[dir as usize].rows().into_iter().map(|(t, v)| (t, dir, v, bs)));
+                rows.extend(
+                    s.bw[dir as usize]
+                        .rows()
+                        .into_iter()
+                        .map(|(t, v)| (t, dir, v, bs)),
+                );
             }
         }
         rows.sort();

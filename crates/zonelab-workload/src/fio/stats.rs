@@ -253,6 +253,15 @@ impl BwLog {
     /// An I/O of `bytes` completed at `t_ns` since the job (measurement) start.
     pub fn record(&mut self, t_ns: u64, bytes: u64) {
         let idx = t_ns / (self.interval_ms.saturating_mul(1_000_000));
+        // Completions arrive nearly in time order: the newest bucket is the usual target.
+        if let Some(mut last) = self.buckets.last_entry()
+            && *last.key() == idx
+        {
+            let e = last.get_mut();
+            e.0 = e.0.saturating_add(bytes);
+            e.1 += 1;
+            return;
+        }
         let e = self.buckets.entry(idx).or_insert((0, 0));
         e.0 = e.0.saturating_add(bytes);
         e.1 += 1;
