@@ -388,10 +388,10 @@ mod tests {
     fn random_bytes_never_panic() {
         let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
         let good = image_bytes();
-        for round in 0..3000 {
+        for round in 0..3000u32 {
             let len = (rng.next() % 2048) as usize;
             let mut b: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-            if round % 2 == 0 && len >= HEADER_LEN {
+            if round.is_multiple_of(2) && len >= HEADER_LEN {
                 // A plausible header, so decoding and validation see the random body.
                 b[..HEADER_LEN].copy_from_slice(&good[..HEADER_LEN]);
                 b[16..24].copy_from_slice(&((len - HEADER_LEN) as u64).to_le_bytes());

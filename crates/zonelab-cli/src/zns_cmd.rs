@@ -620,7 +620,7 @@ fn load_data(spec: &str, size: Option<u64>, d: &ZonedDevice) -> Result<Vec<u8>> 
         bail!("no data to write: give a non-empty file with --data");
     }
     let len = data.len() as u64;
-    if len % lba != 0 {
+    if !len.is_multiple_of(lba) {
         let up = len.div_ceil(lba) * lba;
         let fix = match len / lba * lba {
             0 => format!("pad it to {up} bytes"),

@@ -145,7 +145,7 @@ impl ZonedDevice {
         let consistent = if z.conventional_zones == 0 {
             stored == expected
         } else {
-            stored >= expected && (stored - expected) % per_block == 0
+            stored >= expected && (stored - expected).is_multiple_of(per_block)
         };
         if !consistent {
             return Err(format!(

@@ -274,7 +274,7 @@ impl Profile {
                 "lba_size must be a power of two from 512 to 65536 (got {lba})"
             ));
         }
-        if self.geometry.page_size.0 % lba != 0 {
+        if !self.geometry.page_size.0.is_multiple_of(lba) {
             return inv(format!(
                 "page_size ({}) must be a multiple of lba_size ({lba})",
                 self.geometry.page_size.0
@@ -282,7 +282,7 @@ impl Profile {
         }
         let z = &self.zns;
         let dies = fg.total_dies();
-        if z.zone_dies == 0 || dies % z.zone_dies != 0 {
+        if z.zone_dies == 0 || !dies.is_multiple_of(z.zone_dies) {
             return inv(format!(
                 "zone_dies ({}) must divide the number of dies ({dies} = channels x chips_per_channel x dies_per_chip)",
                 z.zone_dies
@@ -297,7 +297,7 @@ impl Profile {
         if z.zones == 0 {
             return inv("zones must be at least 1".into());
         }
-        if z.zone_size.0 % lba != 0 {
+        if !z.zone_size.0.is_multiple_of(lba) {
             return inv(format!("zone_size must be a multiple of lba_size ({lba})"));
         }
         let cap = self.zone_capacity_lbas();

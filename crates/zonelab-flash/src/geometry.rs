@@ -39,7 +39,7 @@ impl Geometry {
                 return Err(format!("{name} must be at least 1"));
             }
         }
-        if self.page_size % 512 != 0 {
+        if !self.page_size.is_multiple_of(512) {
             return Err(format!(
                 "page_size must be a multiple of 512 bytes (got {})",
                 self.page_size

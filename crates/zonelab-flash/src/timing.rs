@@ -34,7 +34,7 @@ impl FlashTiming {
     /// Channel time to move `bytes` of a page (partial pages move proportionally, rounded up).
     pub fn transfer(&self, bytes: u64, page_size: u64) -> Nanos {
         if bytes >= page_size {
-            return self.page_transfer.mul(bytes / page_size)
+            return self.page_transfer.times(bytes / page_size)
                 + self.transfer(bytes % page_size, page_size);
         }
         // bytes < page_size, so the product fits in 64 bits for any realistic transfer time.

@@ -72,6 +72,11 @@ macro_rules! quantity {
 
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                // Binary formats (device images) hold the plain number and cannot describe
+                // their own types, so the int-or-string form is for text formats only.
+                if !d.is_human_readable() {
+                    return <$inner>::deserialize(d).map($name);
+                }
                 #[derive(Deserialize)]
                 #[serde(untagged)]
                 enum Raw {
@@ -113,6 +118,9 @@ impl Serialize for Rate {
 }
 impl Serialize for Duration {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if !s.is_human_readable() {
+            return self.0.serialize(s);
+        }
         s.serialize_str(&format!("{}ns", self.0.0))
     }
 }
@@ -132,7 +140,7 @@ pub fn format_bytes(b: u64) -> String {
         ("KiB", 1 << 10),
     ];
     for (u, m) in UNITS {
-        if b >= m && b % m == 0 {
+        if b >= m && b.is_multiple_of(m) {
             return format!("{}{}", b / m, u);
         }
     }

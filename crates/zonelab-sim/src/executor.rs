@@ -16,6 +16,12 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
+// Task keys (slot and generation) are packed into a waker's pointer-sized data word.
+const _: () = assert!(
+    usize::BITS >= 64,
+    "ZoneLab's executor needs a 64-bit target"
+);
+
 type TaskFuture = Pin<Box<dyn Future<Output = ()>>>;
 
 /// Task handle packed into a waker's data word: slot in the low 32 bits, generation above.
@@ -121,10 +127,6 @@ impl Inner {
 
 impl Sim {
     pub fn new() -> Sim {
-        assert!(
-            usize::BITS >= 64,
-            "the executor packs task keys into a 64-bit pointer word"
-        );
         Sim {
             inner: Rc::new(Inner {
                 now: Cell::new(Nanos::ZERO),

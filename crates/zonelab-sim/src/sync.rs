@@ -51,12 +51,15 @@ pub struct Notify {
     inner: Rc<NotifyInner>,
 }
 
+/// A waiting task: the epoch it registered in, its "notified" flag, its waker.
+type NotifyWaiter = (u64, Rc<Cell<bool>>, Waker);
+
 #[derive(Default)]
 struct NotifyInner {
     permit: Cell<bool>,
     /// Incremented by notify_all; a waiter registered before the bump is released.
     epoch: Cell<u64>,
-    waiters: RefCell<VecDeque<(u64, Rc<Cell<bool>>, Waker)>>,
+    waiters: RefCell<VecDeque<NotifyWaiter>>,
 }
 
 impl Notify {

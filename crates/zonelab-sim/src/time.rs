@@ -63,7 +63,7 @@ impl Nanos {
         Nanos(ns as u64)
     }
     #[inline]
-    pub fn mul(self, k: u64) -> Nanos {
+    pub fn times(self, k: u64) -> Nanos {
         Nanos(self.0 * k)
     }
 }

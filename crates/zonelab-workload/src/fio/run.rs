@@ -454,7 +454,7 @@ fn validate(spec: &JobSpec, dev: &ZonedDevice) -> Result<(), RunError> {
     }
     let total = dev.zones().total_lbas() * lba;
     let off = spec.offset.resolve(total);
-    if off % lba != 0 {
+    if !off.is_multiple_of(lba) {
         return err(format!(
             "offset ({off}) must be a multiple of the {lba}-byte logical block"
         ));

@@ -1,0 +1,274 @@
+//! End-to-end tests of `zonelab fio`: they run the built binary as a user would.
+
+use std::process::{Command, Output};
+
+fn zonelab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_zonelab"))
+        .args(args)
+        .output()
+        .expect("run zonelab")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A small zn540 so each run takes milliseconds.
+const SMALL: &[&str] = &["--profile=zn540", "--set", "zones=16"];
+
+fn fio_json(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["fio"];
+    args.extend_from_slice(SMALL);
+    args.push("--output-format=json");
+    args.extend_from_slice(extra);
+    let o = zonelab(&args);
+    assert!(
+        o.status.success(),
+        "zonelab {args:?} failed: {}",
+        stderr(&o)
+    );
+    serde_json::from_str(&stdout(&o)).expect("fio JSON output parses")
+}
+
+#[test]
+fn same_job_and_seed_give_identical_json() {
+    let job = [
+        "--name=mix",
+        "--rw=randrw",
+        "--bs=4k",
+        "--iodepth=8",
+        "--zonemode=zbd",
+        "--size=64m",
+        "--number_ios=3000",
+        "--seed=42",
+    ];
+    let mut args = vec!["fio"];
+    args.extend_from_slice(SMALL);
+    args.push("--output-format=json");
+    args.extend_from_slice(&job);
+    let a = zonelab(&args);
+    let b = zonelab(&args);
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert_eq!(a.stdout, b.stdout);
+}
+
+#[test]
+fn json_has_fio_shape_and_zonelab_section() {
+    let v = fio_json(&[
+        "--name=w",
+        "--rw=write",
+        "--bs=4k",
+        "--zonemode=zbd",
+        "--size=16m",
+    ]);
+    let job = &v["jobs"][0];
+    assert_eq!(job["jobname"], "w");
+    let w = &job["write"];
+    assert_eq!(w["io_bytes"], 16 << 20);
+    assert_eq!(w["total_ios"], 4096);
+    assert!(w["iops"].as_f64().unwrap() > 1000.0);
+    for key in ["lat_ns", "clat_ns", "slat_ns"] {
+        for f in ["min", "max", "mean", "stddev"] {
+            assert!(w[key][f].is_number(), "{key}.{f}");
+        }
+    }
+    let pct = &w["clat_ns"]["percentile"];
+    for p in ["50.000000", "99.000000", "99.900000"] {
+        assert!(pct[p].as_u64().unwrap() > 0, "percentile {p}");
+    }
+    assert_eq!(job["read"]["total_ios"], 0);
+    let z = &v["zonelab"];
+    assert!(z["simulated_seconds"].as_f64().unwrap() > 0.0);
+    // 16 MiB of 16 KiB pages = 1024 programs.
+    assert_eq!(z["flash"]["programs"], 1024);
+    assert_eq!(z["device_write_amplification"].as_f64().unwrap(), 1.0);
+    assert_eq!(z["zone_resets"], 0);
+}
+
+#[test]
+fn write_latency_follows_the_io_stack() {
+    let lat = |extra: &[&str]| {
+        let mut args = vec![
+            "--name=w",
+            "--rw=write",
+            "--bs=4k",
+            "--zonemode=zbd",
+            "--size=8m",
+        ];
+        args.extend_from_slice(extra);
+        let v = fio_json(&args);
+        v["jobs"][0]["write"]["lat_ns"]["mean"].as_f64().unwrap()
+    };
+    let spdk = lat(&["--ioengine=spdk"]);
+    let uring = lat(&["--ioengine=io_uring"]);
+    let deadline = lat(&["--ioengine=io_uring", "--ioscheduler=mq-deadline"]);
+    assert!(
+        spdk < uring && uring < deadline,
+        "{spdk} {uring} {deadline}"
+    );
+    let append = {
+        let v = fio_json(&[
+            "--name=a",
+            "--rw=write",
+            "--bs=4k",
+            "--zonemode=zbd",
+            "--size=8m",
+            "--zone_append=1",
+        ]);
+        v["jobs"][0]["write"]["lat_ns"]["mean"].as_f64().unwrap()
+    };
+    assert!(append > spdk, "append {append} vs write {spdk}");
+}
+
+#[test]
+fn mq_deadline_merges_queued_writes_to_a_zone() {
+    let v = fio_json(&[
+        "--name=w",
+        "--rw=write",
+        "--bs=4k",
+        "--iodepth=32",
+        "--zonemode=zbd",
+        "--size=16m",
+        "--ioengine=io_uring",
+        "--ioscheduler=mq-deadline",
+    ]);
+    assert!(v["zonelab"]["host_stack"]["merged"].as_u64().unwrap() > 1000);
+    let qd1 = fio_json(&[
+        "--name=w",
+        "--rw=write",
+        "--bs=4k",
+        "--zonemode=zbd",
+        "--size=16m",
+        "--ioengine=io_uring",
+        "--ioscheduler=mq-deadline",
+    ]);
+    let iops = |v: &serde_json::Value| v["jobs"][0]["write"]["iops"].as_f64().unwrap();
+    assert!(iops(&v) > 2.0 * iops(&qd1));
+}
+
+#[test]
+fn job_files_with_global_sections_run() {
+    let dir = std::env::temp_dir().join(format!("zonelab-fio-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("jobs.fio");
+    std::fs::write(
+        &file,
+        "; two jobs on separate zones\n[global]\nbs=8k\nzonemode=zbd\nsize=32m\n\n[a]\nrw=write\n\n[b]\nrw=write\noffset=64m\nnumjobs=2\noffset_increment=64m\ngroup_reporting\n",
+    )
+    .unwrap();
+    let mut args = vec!["fio"];
+    args.extend_from_slice(SMALL);
+    args.push("--output-format=json");
+    let f = file.to_string_lossy().into_owned();
+    args.push(&f);
+    let o = zonelab(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let jobs = v["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs[1]["jobname"], "b");
+    assert_eq!(jobs[1]["write"]["io_bytes"], 2 * (32 << 20));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn normal_output_reads_like_fio() {
+    let mut args = vec!["fio"];
+    args.extend_from_slice(SMALL);
+    args.extend_from_slice(&[
+        "--name=seq",
+        "--rw=write",
+        "--bs=4k",
+        "--zonemode=zbd",
+        "--size=8m",
+    ]);
+    let o = zonelab(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(s.contains("seq: (groupid=0, jobs=1)"), "{s}");
+    assert!(s.contains("write: IOPS="), "{s}");
+    assert!(s.contains("clat percentiles"), "{s}");
+    assert!(s.contains("Run status group 0"), "{s}");
+    assert!(s.contains("ZoneLab device (zn540)"), "{s}");
+}
+
+#[test]
+fn bad_options_are_named_and_fail() {
+    let o = zonelab(&["fio", "--name=a", "--rw=write", "--blocksizee=4k"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("blocksizee"), "{}", stderr(&o));
+    let o = zonelab(&["fio", "--name=a", "--rw=sideways"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("rw"), "{}", stderr(&o));
+    let o = zonelab(&["fio", "--name=a", "--rw=write", "--bs=4x"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("bs"), "{}", stderr(&o));
+    let o = zonelab(&[
+        "fio",
+        "--profile=zn540",
+        "--set",
+        "zone_dies=48",
+        "--name=a",
+        "--rw=read",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("zone_dies"), "{}", stderr(&o));
+    let o = zonelab(&["fio", "--profile=nosuch", "--name=a", "--rw=read"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("zn540"), "{}", stderr(&o));
+    let o = zonelab(&[
+        "fio",
+        "--name=a",
+        "--rw=write",
+        "--ioengine=spdk",
+        "--ioscheduler=mq-deadline",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("ioscheduler"), "{}", stderr(&o));
+}
+
+#[test]
+fn writes_outside_zbd_mode_break_zone_rules_with_nvme_status() {
+    let mut args = vec!["fio"];
+    args.extend_from_slice(SMALL);
+    args.extend_from_slice(&[
+        "--name=rw",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--size=64m",
+        "--number_ios=10",
+    ]);
+    let o = zonelab(&args);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("Zone Invalid Write"), "{}", stderr(&o));
+}
+
+#[test]
+fn bandwidth_log_is_written() {
+    let dir = std::env::temp_dir().join(format!("zonelab-bwlog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefix = dir.join("run").to_string_lossy().into_owned();
+    let opt = format!("--write_bw_log={prefix}");
+    let mut args = vec!["fio"];
+    args.extend_from_slice(SMALL);
+    args.extend_from_slice(&[
+        "--name=w",
+        "--rw=write",
+        "--bs=128k",
+        "--iodepth=8",
+        "--zonemode=zbd",
+        "--size=512m",
+        "--log_avg_msec=50",
+        &opt,
+    ]);
+    let o = zonelab(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let log = std::fs::read_to_string(format!("{prefix}_bw.1.log")).expect("bw log exists");
+    let rows: Vec<&str> = log.lines().collect();
+    assert!(rows.len() >= 3, "{log}");
+    assert!(rows[0].starts_with("50, "), "{log}");
+    std::fs::remove_dir_all(&dir).ok();
+}
