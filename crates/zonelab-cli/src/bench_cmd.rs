@@ -21,6 +21,9 @@ pub struct BenchArgs {
     /// Simulated commands per case.
     #[arg(long, default_value_t = 1_000_000)]
     commands: u64,
+    /// Run one case only: `write` (a) or `read` (b).
+    #[arg(long, value_parser = ["write", "read"])]
+    case: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -52,37 +55,38 @@ fn measure(device: &Rc<RefCell<ZonedDevice>>, job: &[&str]) -> Result<(u64, f64)
     Ok((cmds, wall))
 }
 
-pub fn run(args: BenchArgs) -> Result<ExitCode> {
-    let profile = Profile::load("zn540", &[])?;
-    let zone_bytes = profile.zns.zone_size.0;
-    let n = args.commands.max(1).to_string();
-    let size = zone_bytes.to_string();
-    let span16 = (16 * zone_bytes).to_string();
-
+/// Case (a): QD1 4 KiB sequential writes to one zone, reset and rewritten when full.
+fn seq_write_case(profile: &Profile, commands: u64) -> Result<(u64, f64)> {
     let dev = Rc::new(RefCell::new(ZonedDevice::new(
         profile.clone(),
         PayloadMode::Fingerprint,
     )?));
-    let write_job = [
-        "--name=seqwrite-qd1",
-        "--rw=write",
-        "--bs=4k",
-        "--iodepth=1",
-        "--zonemode=zbd",
-        &format!("--size={size}"),
-        &format!("--number_ios={n}"),
-        "--time_based=0",
-    ];
-    let io_size = (args.commands * 4096 * 2).to_string();
-    let mut wj: Vec<&str> = write_job.to_vec();
-    let io_size_opt = format!("--io_size={io_size}");
-    wj.push(&io_size_opt);
-    let (w_cmds, w_wall) = measure(&dev, &wj)?;
+    let size = format!("--size={}", profile.zns.zone_size.0);
+    let ios = format!("--number_ios={commands}");
+    let io_size = format!("--io_size={}", commands * 4096 * 2);
+    measure(
+        &dev,
+        &[
+            "--name=seqwrite-qd1",
+            "--rw=write",
+            "--bs=4k",
+            "--iodepth=1",
+            "--zonemode=zbd",
+            &size,
+            &ios,
+            &io_size,
+        ],
+    )
+}
 
+/// Case (b): QD32 4 KiB random reads over 16 zones filled first (the fill is not timed).
+fn rand_read_case(profile: &Profile, commands: u64) -> Result<(u64, f64)> {
     let dev = Rc::new(RefCell::new(ZonedDevice::new(
-        profile,
+        profile.clone(),
         PayloadMode::Fingerprint,
     )?));
+    let span = format!("--size={}", 16 * profile.zns.zone_size.0);
+    let ios = format!("--number_ios={commands}");
     measure(
         &dev,
         &[
@@ -91,10 +95,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             "--bs=512k",
             "--iodepth=4",
             "--zonemode=zbd",
-            &format!("--size={span16}"),
+            &span,
         ],
     )?;
-    let (r_cmds, r_wall) = measure(
+    measure(
         &dev,
         &[
             "--name=randread-qd32",
@@ -102,16 +106,26 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             "--bs=4k",
             "--iodepth=32",
             "--zonemode=zbd",
-            &format!("--size={span16}"),
-            &format!("--number_ios={n}"),
+            &span,
+            &ios,
         ],
-    )?;
+    )
+}
 
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    let profile = Profile::load("zn540", &[])?;
+    let n = args.commands.max(1);
+    let want = |c: &str| args.case.as_deref().is_none_or(|x| x == c);
+    let mut cases = Vec::new();
+    if want("write") {
+        let (c, w) = seq_write_case(&profile, n)?;
+        cases.push(("qd1-4k-seqwrite-1zone", c, w));
+    }
+    if want("read") {
+        let (c, w) = rand_read_case(&profile, n)?;
+        cases.push(("qd32-4k-randread-16zones", c, w));
+    }
     let rate = |c: u64, w: f64| if w > 0.0 { c as f64 / w } else { 0.0 };
-    let cases = [
-        ("qd1-4k-seqwrite-1zone", w_cmds, w_wall),
-        ("qd32-4k-randread-16zones", r_cmds, r_wall),
-    ];
     if args.json {
         let v: Vec<_> = cases
             .iter()

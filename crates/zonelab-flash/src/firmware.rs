@@ -20,6 +20,9 @@ impl Firmware {
     /// Runs `cost` of firmware work on the core that can start it first (lowest index on ties);
     /// returns when it finishes.
     pub fn run(&mut self, now: Nanos, at: Nanos, cost: Nanos) -> Nanos {
+        if self.cores.len() == 1 {
+            return self.cores[0].reserve(now, at, cost) + cost;
+        }
         let best = (0..self.cores.len())
             .min_by_key(|&i| self.cores[i].free_after(at))
             .expect("at least one core");

@@ -6,17 +6,18 @@
 //! program ends (NVMeVirt and SimpleSSD fill gaps for the same reason).
 
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
 use zonelab_sim::Nanos;
 
 /// Most gaps remembered; beyond this the oldest two reservations merge (a conservative
 /// approximation that keeps every reservation O(1)).
-const MAX_INTERVALS: usize = 32;
+const MAX_INTERVALS: usize = 16;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Timeline {
-    /// Disjoint busy intervals `[start, end)`, sorted, all ending after the last pruning time.
-    busy: VecDeque<(Nanos, Nanos)>,
+    /// Disjoint busy intervals `[start, end)`, sorted; entries before `head` are forgotten.
+    /// A plain vector with a moving head: cheaper than a ring buffer for the short lists here.
+    busy: Vec<(Nanos, Nanos)>,
+    head: usize,
     /// Total reserved time, for utilization.
     busy_total: Nanos,
 }
@@ -24,6 +25,10 @@ pub struct Timeline {
 impl Timeline {
     pub fn new() -> Timeline {
         Timeline::default()
+    }
+
+    fn live(&self) -> &[(Nanos, Nanos)] {
+        &self.busy[self.head..]
     }
 
     /// Reserves `duration` starting at the first free moment at or after `earliest`; returns the
@@ -34,27 +39,39 @@ impl Timeline {
             earliest >= now,
             "reservation in the past: {earliest} < {now}"
         );
-        while matches!(self.busy.front(), Some(&(_, e)) if e <= now) {
-            self.busy.pop_front();
+        while self.head < self.busy.len() && self.busy[self.head].1 <= now {
+            self.head += 1;
+        }
+        if self.head == self.busy.len() {
+            self.busy.clear();
+            self.head = 0;
+        } else if self.head >= MAX_INTERVALS {
+            self.busy.drain(..self.head);
+            self.head = 0;
         }
         self.busy_total += duration;
         if duration == Nanos::ZERO {
             return earliest;
         }
         // Fast path: at or after the last reservation (the common, in-order case).
-        if let Some(&(_, last_end)) = self.busy.back()
-            && earliest >= last_end
-        {
-            if earliest == last_end {
-                self.busy.back_mut().expect("non-empty").1 = earliest + duration;
-            } else {
-                self.busy.push_back((earliest, earliest + duration));
-                self.cap_intervals();
+        match self.busy.last_mut() {
+            Some(last) if earliest >= last.1 => {
+                if earliest == last.1 {
+                    last.1 = earliest + duration;
+                } else {
+                    self.busy.push((earliest, earliest + duration));
+                    self.cap_intervals();
+                }
+                return earliest;
             }
-            return earliest;
+            None => {
+                self.busy.push((earliest, earliest + duration));
+                return earliest;
+            }
+            _ => {}
         }
         // Skip intervals that end before the request; then first fit.
-        let mut idx = self.busy.partition_point(|&(_, e)| e <= earliest);
+        let mut idx = self.head + self.live().partition_point(|&(_, e)| e <= earliest);
         let mut start = earliest;
         while idx < self.busy.len() {
             let (s, e) = self.busy[idx];
@@ -66,34 +83,39 @@ impl Timeline {
         }
         let end = start + duration;
         // Insert and coalesce with touching neighbours.
-        self.busy.insert(idx, (start, end));
-        if idx + 1 < self.busy.len() && self.busy[idx + 1].0 == end {
-            let (_, e2) = self.busy.remove(idx + 1).expect("exists");
-            self.busy[idx].1 = e2;
+        let touches_next = idx < self.busy.len() && self.busy[idx].0 == end;
+        let touches_prev = idx > self.head && self.busy[idx - 1].1 == start;
+        match (touches_prev, touches_next) {
+            (true, true) => {
+                self.busy[idx - 1].1 = self.busy[idx].1;
+                self.busy.remove(idx);
+            }
+            (true, false) => self.busy[idx - 1].1 = end,
+            (false, true) => self.busy[idx].0 = start,
+            (false, false) => {
+                self.busy.insert(idx, (start, end));
+                self.cap_intervals();
+            }
         }
-        if idx > 0 && self.busy[idx - 1].1 == start {
-            let (_, e1) = self.busy.remove(idx).expect("exists");
-            self.busy[idx - 1].1 = e1;
-        }
-        self.cap_intervals();
         start
     }
 
     fn cap_intervals(&mut self) {
-        if self.busy.len() > MAX_INTERVALS {
-            let (_, e) = self.busy.remove(1).expect("exists");
-            self.busy[0].1 = e;
+        if self.busy.len() - self.head > MAX_INTERVALS {
+            let h = self.head;
+            self.busy[h].1 = self.busy[h + 1].1;
+            self.busy.remove(h + 1);
         }
     }
 
     /// When the resource is free from then on (end of the last reservation, or `now`).
     pub fn free_after(&self, now: Nanos) -> Nanos {
-        self.busy.back().map_or(now, |&(_, e)| e.max(now))
+        self.live().last().map_or(now, |&(_, e)| e.max(now))
     }
 
     /// Whether the resource is idle at `t`.
     pub fn idle_at(&self, t: Nanos) -> bool {
-        !self.busy.iter().any(|&(s, e)| s <= t && t < e)
+        !self.live().iter().any(|&(s, e)| s <= t && t < e)
     }
 
     /// Total time ever reserved.

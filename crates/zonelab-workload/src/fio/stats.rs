@@ -102,11 +102,12 @@ impl SampleStat {
     }
 }
 
-/// A latency distribution in nanoseconds: exact moments plus a histogram.
+/// A latency distribution in nanoseconds: exact moments plus a histogram (omitted for
+/// distributions whose percentiles are never reported, such as fio's slat).
 #[derive(Debug, Clone)]
 pub struct LatStat {
     exact: SampleStat,
-    hist: Histogram<u64>,
+    hist: Option<Histogram<u64>>,
 }
 
 impl Default for LatStat {
@@ -125,20 +126,31 @@ impl LatStat {
     pub fn new() -> Self {
         LatStat {
             exact: SampleStat::new(),
-            hist: new_histogram(),
+            hist: Some(new_histogram()),
+        }
+    }
+    /// Exact moments only: `percentile` falls back to the mean.
+    pub fn moments_only() -> Self {
+        LatStat {
+            exact: SampleStat::new(),
+            hist: None,
         }
     }
     pub fn record(&mut self, ns: u64) {
         self.exact.record(ns);
         // `record` auto-resizes; values beyond the largest trackable one are clamped.
-        if self.hist.record(ns).is_err() {
-            self.hist.saturating_record(ns);
+        if let Some(h) = self.hist.as_mut()
+            && h.record(ns).is_err()
+        {
+            h.saturating_record(ns);
         }
     }
     pub fn merge(&mut self, o: &LatStat) {
         self.exact.merge(&o.exact);
         // Auto-resizing histograms with equal precision always add.
-        let _ = self.hist.add(&o.hist);
+        if let (Some(h), Some(oh)) = (self.hist.as_mut(), o.hist.as_ref()) {
+            let _ = h.add(oh);
+        }
     }
     pub fn count(&self) -> u64 {
         self.exact.count()
@@ -161,7 +173,10 @@ impl LatStat {
             return 0;
         }
         let q = (p / 100.0).clamp(0.0, 1.0);
-        self.hist.value_at_quantile(q).clamp(self.min(), self.max())
+        match &self.hist {
+            Some(h) => h.value_at_quantile(q).clamp(self.min(), self.max()),
+            None => self.mean().round() as u64,
+        }
     }
     /// `(percentile, value)` for fio's default list.
     pub fn fio_percentiles(&self) -> Vec<(f64, u64)> {
@@ -170,15 +185,15 @@ impl LatStat {
             .map(|&p| (p, self.percentile(p)))
             .collect()
     }
-    pub fn histogram(&self) -> &Histogram<u64> {
-        &self.hist
+    pub fn histogram(&self) -> Option<&Histogram<u64>> {
+        self.hist.as_ref()
     }
 }
 
 /// Statistics for one I/O direction (read or write) of one job (or a merged group).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DirStats {
-    /// Submission latency (ns).
+    /// Submission latency (ns); fio reports no slat percentiles, so no histogram.
     pub slat: LatStat,
     /// Completion latency (ns).
     pub clat: LatStat,
@@ -192,6 +207,22 @@ pub struct DirStats {
     pub bw_samples: SampleStat,
     /// Per-interval IOPS samples (fio's `iops_*` fields).
     pub iops_samples: SampleStat,
+}
+
+impl Default for DirStats {
+    fn default() -> Self {
+        DirStats {
+            slat: LatStat::moments_only(),
+            clat: LatStat::new(),
+            lat: LatStat::new(),
+            ios: 0,
+            bytes: 0,
+            short_ios: 0,
+            drop_ios: 0,
+            bw_samples: SampleStat::default(),
+            iops_samples: SampleStat::default(),
+        }
+    }
 }
 
 impl DirStats {
@@ -235,6 +266,9 @@ impl DirStats {
 #[derive(Debug, Clone, PartialEq)]
 pub struct BwLog {
     interval_ms: u64,
+    interval_ns: u64,
+    /// The interval being filled (completions arrive nearly in time order): index, bytes, ios.
+    current: Option<(u64, u64, u64)>,
     /// (bytes, ios) per interval index, sparse.
     buckets: std::collections::BTreeMap<u64, (u64, u64)>,
 }
@@ -244,6 +278,8 @@ impl BwLog {
     pub fn new(log_avg_msec: u64) -> Self {
         BwLog {
             interval_ms: log_avg_msec.max(1),
+            interval_ns: log_avg_msec.max(1).saturating_mul(1_000_000),
+            current: None,
             buckets: Default::default(),
         }
     }
@@ -252,27 +288,46 @@ impl BwLog {
     }
     /// An I/O of `bytes` completed at `t_ns` since the job (measurement) start.
     pub fn record(&mut self, t_ns: u64, bytes: u64) {
-        let idx = t_ns / (self.interval_ms.saturating_mul(1_000_000));
-        // Completions arrive nearly in time order: the newest bucket is the usual target.
-        if let Some(mut last) = self.buckets.last_entry()
-            && *last.key() == idx
-        {
-            let e = last.get_mut();
-            e.0 = e.0.saturating_add(bytes);
-            e.1 += 1;
-            return;
+        let idx = t_ns / self.interval_ns;
+        match &mut self.current {
+            Some((i, b, n)) if *i == idx => {
+                *b = b.saturating_add(bytes);
+                *n += 1;
+            }
+            _ => {
+                self.flush();
+                self.current = Some((idx, bytes, 1));
+            }
         }
-        let e = self.buckets.entry(idx).or_insert((0, 0));
-        e.0 = e.0.saturating_add(bytes);
-        e.1 += 1;
+    }
+    /// Moves the interval being filled into the sparse table.
+    fn flush(&mut self) {
+        if let Some((i, b, n)) = self.current.take() {
+            let e = self.buckets.entry(i).or_insert((0, 0));
+            e.0 = e.0.saturating_add(b);
+            e.1 += n;
+        }
+    }
+    /// All intervals recorded so far, the one being filled included.
+    fn settled(&self) -> std::collections::BTreeMap<u64, (u64, u64)> {
+        let mut m = self.buckets.clone();
+        if let Some((i, b, n)) = self.current {
+            let e = m.entry(i).or_insert((0, 0));
+            e.0 = e.0.saturating_add(b);
+            e.1 += n;
+        }
+        m
     }
     fn last_index(&self) -> Option<u64> {
-        self.buckets.keys().next_back().copied()
+        let last_stored = self.buckets.keys().next_back().copied();
+        let current = self.current.map(|(i, _, _)| i);
+        last_stored.max(current)
     }
     fn rows_with(&self, count: u64, f: impl Fn((u64, u64)) -> u64) -> Vec<(u64, u64)> {
+        let buckets = self.settled();
         (0..count)
             .map(|i| {
-                let v = self.buckets.get(&i).copied().unwrap_or((0, 0));
+                let v = buckets.get(&i).copied().unwrap_or((0, 0));
                 (self.interval_ms.saturating_mul(i + 1), f(v))
             })
             .collect()
