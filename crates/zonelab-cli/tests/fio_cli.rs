@@ -156,7 +156,7 @@ fn job_files_with_global_sections_run() {
     let file = dir.join("jobs.fio");
     std::fs::write(
         &file,
-        "; two jobs on separate zones\n[global]\nbs=8k\nzonemode=zbd\nsize=32m\n\n[a]\nrw=write\n\n[b]\nrw=write\noffset=64m\nnumjobs=2\noffset_increment=64m\ngroup_reporting\n",
+        "; two jobs on separate zones\n[global]\nbs=8k\nzonemode=zbd\nsize=32m\n\n[a]\nrw=write\n\n[b]\nrw=write\noffset=2g\nnumjobs=2\noffset_increment=2g\ngroup_reporting\n",
     )
     .unwrap();
     let mut args = vec!["fio"];

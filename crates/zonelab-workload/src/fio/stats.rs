@@ -69,6 +69,21 @@ impl SampleStat {
         self.sum = self.sum.saturating_add(v as u128);
         self.sum_sq = self.sum_sq.saturating_add((v as u128) * (v as u128));
     }
+    /// Records `v` `k` times.
+    pub fn record_repeated(&mut self, v: u64, k: u64) {
+        if k == 0 {
+            return;
+        }
+        if self.n == 0 || v < self.min {
+            self.min = v;
+        }
+        self.max = self.max.max(v);
+        self.n += k;
+        self.sum = self.sum.saturating_add(v as u128 * k as u128);
+        self.sum_sq = self
+            .sum_sq
+            .saturating_add((v as u128) * (v as u128) * k as u128);
+    }
     pub fn merge(&mut self, o: &SampleStat) {
         if o.n == 0 {
             return;
@@ -261,8 +276,8 @@ impl DirStats {
 /// with `log_avg_msec`, and for the `bw_*`/`iops_*` interval statistics.
 ///
 /// Interval `i` covers `[i*T, (i+1)*T)` of job time and is reported at time `(i+1)*T` ms
-/// with the average over the whole interval (KiB/s, rounded down). Intervals with no
-/// completions between the first and the last are reported as 0.
+/// with the average over the whole interval (KiB/s, rounded down). Intervals without
+/// completions have no log row but count as zero samples for the bw/iops statistics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BwLog {
     interval_ms: u64,
@@ -323,13 +338,12 @@ impl BwLog {
         let current = self.current.map(|(i, _, _)| i);
         last_stored.max(current)
     }
+    /// `(time_ms, f(bytes, ios))` for the intervals with completions among the first `count`.
+    /// Idle intervals have no row (a log of a long, mostly idle run stays small).
     fn rows_with(&self, count: u64, f: impl Fn((u64, u64)) -> u64) -> Vec<(u64, u64)> {
-        let buckets = self.settled();
-        (0..count)
-            .map(|i| {
-                let v = buckets.get(&i).copied().unwrap_or((0, 0));
-                (self.interval_ms.saturating_mul(i + 1), f(v))
-            })
+        self.settled()
+            .range(..count)
+            .map(|(&i, &v)| (self.interval_ms.saturating_mul(i + 1), f(v)))
             .collect()
     }
     fn kib_per_s(&self, bytes: u64) -> u64 {
@@ -354,12 +368,18 @@ impl BwLog {
     }
     /// Add the complete intervals up to `end_ns` as bw (KiB/s) and IOPS samples.
     pub fn feed_samples(&self, dir: &mut DirStats, end_ns: u64) {
-        for (_, v) in self.rows_with(self.complete(end_ns), |(b, _)| self.kib_per_s(b)) {
+        let count = self.complete(end_ns);
+        let busy = self.rows_with(count, |(b, _)| self.kib_per_s(b));
+        for &(_, v) in &busy {
             dir.bw_samples.record(v);
         }
-        for (_, v) in self.rows_with(self.complete(end_ns), |(_, i)| self.per_s(i)) {
+        for (_, v) in self.rows_with(count, |(_, i)| self.per_s(i)) {
             dir.iops_samples.record(v);
         }
+        // Intervals without completions are samples of zero.
+        let idle = count - busy.len() as u64;
+        dir.bw_samples.record_repeated(0, idle);
+        dir.iops_samples.record_repeated(0, idle);
     }
     fn format(rows: &[(u64, u64)], direction: u8, bs: u64) -> String {
         let mut s = String::new();
@@ -453,11 +473,11 @@ mod tests {
         log.record(100_000_000, 1 << 20);
         log.record(2_500_000_000, 1 << 20);
         log.record(2_900_000_000, 1 << 20);
-        assert_eq!(log.rows(), vec![(1000, 1024), (2000, 0), (3000, 2048)]);
-        assert_eq!(log.iops_rows(), vec![(1000, 1), (2000, 0), (3000, 2)]);
+        assert_eq!(log.rows(), vec![(1000, 1024), (3000, 2048)]);
+        assert_eq!(log.iops_rows(), vec![(1000, 1), (3000, 2)]);
         assert_eq!(
             log.to_fio_log(1, 4096),
-            "1000, 1024, 1, 4096, 0\n2000, 0, 1, 4096, 0\n3000, 2048, 1, 4096, 0\n"
+            "1000, 1024, 1, 4096, 0\n3000, 2048, 1, 4096, 0\n"
         );
         let mut d = DirStats::new();
         log.feed_samples(&mut d, 2_999_999_999); // third interval incomplete
