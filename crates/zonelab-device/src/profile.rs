@@ -101,11 +101,16 @@ pub struct ControllerSection {
     pub append_engines: u32,
     pub open_cost: Duration,
     pub close_cost: Duration,
-    /// Extra firmware work when a write or append opens a zone implicitly.
+    /// Extra firmware work when a write opens a zone implicitly.
     pub implicit_open_cost: Duration,
-    /// Zone reset: fixed firmware work plus unmapping work per MiB of data written in the zone.
+    /// Extra work on the append engine when a zone append opens a zone implicitly.
+    pub implicit_open_append_cost: Duration,
+    /// Zone reset: fixed firmware work, plus unmapping work per flash page of data the zone
+    /// holds, plus closing each open flash block an unfinished zone still has (one per die it
+    /// wrote); a zone filled or finished has none open (seed 001 obs. 10).
     pub reset_cost: Duration,
-    pub reset_cost_per_mib: Duration,
+    pub reset_cost_per_page: Duration,
+    pub reset_open_block_cost: Duration,
     /// Zone finish: firmware work before the remaining capacity is padded.
     pub finish_cost: Duration,
     pub write_buffer: Size,

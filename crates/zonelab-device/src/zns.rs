@@ -292,8 +292,14 @@ impl ZonedDevice {
         let conventional = zinfo.ztype == ZoneType::Conventional;
         let off = outcome.lba.0 - zstart.0;
         let mut cost = c.write_cost.0;
+        let mut append_cost = c.append_cost.0;
         if outcome.implicitly_opened {
-            cost += c.implicit_open_cost.0;
+            // The open is done on the path that handles the command.
+            if append {
+                append_cost += c.implicit_open_append_cost.0;
+            } else {
+                cost += c.implicit_open_cost.0;
+            }
             self.counters.implicit_opens += 1;
         }
         let mut t = self.firmware.run(now, at, cost);
@@ -301,7 +307,7 @@ impl ZonedDevice {
             let engine = (0..self.append_engines.len())
                 .min_by_key(|&i| self.append_engines[i].free_after(t))
                 .expect("at least one append engine");
-            t = self.append_engines[engine].reserve(now, t, c.append_cost.0) + c.append_cost.0;
+            t = self.append_engines[engine].reserve(now, t, append_cost) + append_cost;
             self.counters.appends += 1;
         } else {
             self.counters.writes += 1;
@@ -536,10 +542,7 @@ impl ZonedDevice {
                     return (t, t);
                 }
                 self.counters.zone_resets += 1;
-                // Unmapping work grows with the data the zone holds (seed 001 obs. 10).
-                let mib = (o.written * self.lba_size) as f64 / (1u64 << 20) as f64;
-                let unmap = Nanos::from_f64_ns(c.reset_cost_per_mib.0.0 as f64 * mib);
-                let t = self.firmware.run(now, at, cost + unmap);
+                let t = self.firmware.run(now, at, cost + self.reset_work(zone, o));
                 self.discard_buffered(zone);
                 self.data.clear(zone.0);
                 self.progress[zone.0 as usize] = ZoneProgress::default();
@@ -559,6 +562,22 @@ impl ZonedDevice {
                 (t, end)
             }
         }
+    }
+
+    /// Firmware work of resetting `zone` beyond the fixed cost (seed 001 obs. 10): unmapping
+    /// each flash page of data, and closing the open block on every die an unfinished zone
+    /// wrote to (a zone filled by writes or padded by finish has all its blocks closed).
+    fn reset_work(&self, zone: ZoneId, o: MgmtOutcome) -> Nanos {
+        let c = &self.profile.controller;
+        let pages = o.written.div_ceil(self.lbas_per_chunk);
+        let unmap = c.reset_cost_per_page.0.times(pages);
+        let sealed = self.progress[zone.0 as usize].programmed_chunks >= self.map.chunks_per_zone();
+        let open_blocks = if sealed {
+            0
+        } else {
+            pages.min(self.map.width() as u64)
+        };
+        unmap + c.reset_open_block_cost.0.times(open_blocks)
     }
 
     /// Drops the buffered (unprogrammed) data of a zone.
@@ -840,7 +859,7 @@ mod tests {
         let empty_reset = d.zone_mgmt(t, t, ZoneAction::Reset, Lba(64), false);
         assert!(
             full_reset.done - t > empty_reset.done - t
-                || d.profile.controller.reset_cost_per_mib.0 == Nanos::ZERO
+                || d.profile.controller.reset_cost_per_page.0 == Nanos::ZERO
         );
         assert_eq!(
             d.counters().zone_resets,
