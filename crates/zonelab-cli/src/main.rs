@@ -3,6 +3,7 @@
 mod bench_cmd;
 mod fio_cmd;
 mod image;
+mod zbench_cmd;
 mod zns_cmd;
 
 use clap::{Parser, Subcommand};
@@ -36,6 +37,8 @@ enum Command {
     Zns(zns_cmd::ZnsArgs),
     /// Measure simulated commands per wall-clock second.
     Bench(bench_cmd::BenchArgs),
+    /// Zone-management benchmark of the ZN540 characterization (reset, finish, open, close).
+    Zbench(zbench_cmd::ZbenchArgs),
     /// List the built-in device profiles, or print one.
     Profiles {
         /// Profile to print as TOML (after --set overrides).
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Fio { args } => fio_cmd::run(&args),
         Command::Zns(a) => zns_cmd::run(a),
         Command::Bench(a) => bench_cmd::run(a),
+        Command::Zbench(a) => zbench_cmd::run(a),
         Command::Profiles { name, set } => profiles(name, &set),
     };
     match result {
