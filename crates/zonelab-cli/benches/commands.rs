@@ -4,7 +4,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::cell::RefCell;
 use std::rc::Rc;
-use zonelab_device::{PayloadMode, Profile, ZonedDevice};
+use zonelab_device::{Namespace, PayloadMode, Profile, ZonedDevice};
 use zonelab_workload::fio::options;
 use zonelab_workload::fio::run::{self, RunSettings};
 
@@ -20,11 +20,11 @@ fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
-fn device() -> Rc<RefCell<ZonedDevice>> {
+fn device() -> Rc<RefCell<Namespace>> {
     let p = Profile::load("zn540", &[]).expect("zn540 profile");
-    Rc::new(RefCell::new(
+    Rc::new(RefCell::new(Namespace::from(
         ZonedDevice::new(p, PayloadMode::Fingerprint).expect("device"),
-    ))
+    )))
 }
 
 fn bench(c: &mut Criterion) {

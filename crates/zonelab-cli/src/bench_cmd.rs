@@ -12,7 +12,7 @@ use std::cell::RefCell;
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Instant;
-use zonelab_device::{PayloadMode, Profile, ZonedDevice};
+use zonelab_device::{Namespace, PayloadMode, Profile, ZonedDevice};
 use zonelab_workload::fio::options;
 use zonelab_workload::fio::run::{self, RunSettings};
 
@@ -35,7 +35,7 @@ fn jobs(args: &[&str]) -> Result<Vec<options::JobSpec>> {
 }
 
 /// One measured case: (simulated commands, wall seconds).
-fn measure(device: &Rc<RefCell<ZonedDevice>>, job: &[&str]) -> Result<(u64, f64)> {
+fn measure(device: &Rc<RefCell<Namespace>>, job: &[&str]) -> Result<(u64, f64)> {
     let specs = jobs(job)?;
     let settings = RunSettings {
         payload: PayloadMode::Fingerprint,
@@ -57,10 +57,10 @@ fn measure(device: &Rc<RefCell<ZonedDevice>>, job: &[&str]) -> Result<(u64, f64)
 
 /// Case (a): QD1 4 KiB sequential writes to one zone, reset and rewritten when full.
 fn seq_write_case(profile: &Profile, commands: u64) -> Result<(u64, f64)> {
-    let dev = Rc::new(RefCell::new(ZonedDevice::new(
+    let dev = Rc::new(RefCell::new(Namespace::from(ZonedDevice::new(
         profile.clone(),
         PayloadMode::Fingerprint,
-    )?));
+    )?)));
     let size = format!("--size={}", profile.zns.zone_size.0);
     let ios = format!("--number_ios={commands}");
     let io_size = format!("--io_size={}", commands * 4096 * 2);
@@ -81,10 +81,10 @@ fn seq_write_case(profile: &Profile, commands: u64) -> Result<(u64, f64)> {
 
 /// Case (b): QD32 4 KiB random reads over 16 zones filled first (the fill is not timed).
 fn rand_read_case(profile: &Profile, commands: u64) -> Result<(u64, f64)> {
-    let dev = Rc::new(RefCell::new(ZonedDevice::new(
+    let dev = Rc::new(RefCell::new(Namespace::from(ZonedDevice::new(
         profile.clone(),
         PayloadMode::Fingerprint,
-    )?));
+    )?)));
     let span = format!("--size={}", 16 * profile.zns.zone_size.0);
     let ios = format!("--number_ios={commands}");
     measure(

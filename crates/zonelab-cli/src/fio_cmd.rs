@@ -3,13 +3,13 @@
 use anyhow::{Context, Result};
 use serde_json::json;
 use std::process::ExitCode;
-use zonelab_device::{PayloadMode, Profile, ZonedDevice};
+use zonelab_device::{Namespace, PayloadMode, Profile};
 use zonelab_workload::fio::options::{self, JobSpec, OutputFormat};
 use zonelab_workload::fio::report::{self, JobReport, ReportHeader};
 use zonelab_workload::fio::run::{self, RunOutput, RunSettings};
 
 const HELP: &str = "\
-zonelab fio: fio-compatible jobs on a simulated ZNS SSD
+zonelab fio: fio-compatible jobs on a simulated ZNS SSD (or its conventional twin)
 
 usage: zonelab fio [--profile=NAME] [--set KEY=VALUE]... [--output-format=normal|json]
                    [global options] --name=JOB [job options]... [JOBFILE]...
@@ -18,8 +18,9 @@ fio options: rw (read, write, randread, randwrite, rw, randrw), rwmixread, bs, i
 numjobs, size, offset, offset_increment, io_size, number_ios, runtime, time_based,
 ramp_time, rate, rate_iops, zonemode=zbd, max_open_zones, zonerange, group_reporting,
 stonewall, write_bw_log, log_avg_msec, seed.
-ZoneLab options: profile (device profile, default zn540), set (profile override),
-zone_append=1, ioengine=spdk|io_uring, ioscheduler=none|mq-deadline.
+ZoneLab options: profile (device profile, default zn540; sn640, sn640-op7 and sn640-op28 are
+conventional block-interface namespaces, without zonemode=zbd or zone_append), set (profile
+override), zone_append=1, ioengine=spdk|io_uring, ioscheduler=none|mq-deadline.
 
 Profiles: zonelab profiles. Sizes follow fio: 4k = 4096 bytes (kb_base=1024).
 ";
@@ -131,11 +132,11 @@ fn zonelab_section(
     settings: &RunSettings,
     out: &RunOutput,
 ) -> serde_json::Value {
-    let dev: std::cell::Ref<'_, ZonedDevice> = out.device.borrow();
+    let dev: std::cell::Ref<'_, Namespace> = out.device.borrow();
     let c = dev.counters();
     let f = dev.flash_counters();
     let page = profile.geometry.page_size.0;
-    json!({
+    let mut v = json!({
         "profile": profile.name,
         "payload": match settings.payload { PayloadMode::Full => "full", PayloadMode::Fingerprint => "fingerprint" },
         "seed": settings.seed,
@@ -162,14 +163,31 @@ fn zonelab_section(
         "command_errors": c.errors,
         "host_stack": { "dispatched": out.host_dispatched, "merged": out.host_merged },
         "events": out.sim_polls,
-    })
+    });
+    v["namespace"] = json!(if dev.zoned().is_some() {
+        "zoned"
+    } else {
+        "conventional"
+    });
+    if let Some(g) = dev.gc_counters() {
+        // Device garbage collection of a conventional namespace: logical blocks copied, victim
+        // blocks erased, flash pages programmed by the copies, cleaning passes.
+        v["gc"] = json!({
+            "copies": g.gc_copies,
+            "erases": g.gc_erases,
+            "pages_programmed": g.gc_pages,
+            "runs": g.gc_runs,
+        });
+    }
+    v
 }
 
 fn summary(extra: &serde_json::Value) -> String {
     format!(
-        "\nZoneLab device ({}): simulated {:.6}s; flash reads={} programs={} erases={} copybacks={}; \
-         zone resets={} finishes={}; device WAF={:.3}\n",
+        "\nZoneLab device ({}) {} namespace: simulated {:.6}s; flash reads={} programs={} erases={} copybacks={}; \
+         zone resets={} finishes={}; {}device WAF={:.3}\n",
         extra["profile"].as_str().unwrap_or("?"),
+        extra["namespace"].as_str().unwrap_or("?"),
         extra["simulated_seconds"].as_f64().unwrap_or(0.0),
         extra["flash"]["reads"],
         extra["flash"]["programs"],
@@ -177,6 +195,10 @@ fn summary(extra: &serde_json::Value) -> String {
         extra["flash"]["copybacks"],
         extra["zone_resets"],
         extra["zone_finishes"],
+        match extra.get("gc") {
+            Some(g) => format!("GC copies={} erases={}; ", g["copies"], g["erases"]),
+            None => String::new(),
+        },
         extra["device_write_amplification"].as_f64().unwrap_or(0.0),
     )
 }

@@ -358,6 +358,12 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
     }
     let overrides = Profile::parse_overrides(&a.set)?;
     let profile = Profile::load(&a.profile, &overrides)?;
+    if profile.namespace != zonelab_device::NamespaceKind::Zoned {
+        bail!(
+            "profile '{}' is a conventional (block-interface) namespace; the zns tools need a zoned profile such as zn540 (run conventional devices with zonelab fio)",
+            profile.name
+        );
+    }
     let device = ZonedDevice::new(profile, PayloadMode::Full)?;
     let img = Image {
         clock: Nanos::ZERO,

@@ -6,6 +6,12 @@
 //! goes to the open block of the next die in round-robin order; when a die runs low on free blocks
 //! the block with the fewest valid pages is cleaned (valid pages copied, by copyback within a
 //! plane, then the block erased). The mapping holds only written pages, so memory follows data.
+//!
+//! The mapping unit may be smaller than a flash page (`slots` units per page): the conventional
+//! namespace maps each logical block (4 KiB) on its own and packs any `slots` buffered blocks into
+//! one flash page, as enterprise SSDs with a 4 KiB indirection table do (seed 003: "fine-grained
+//! indirection table"). Cleaning then packs the valid units of victims into new pages (read, then
+//! program) and uses copyback only for pages whose units are all still valid.
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -17,7 +23,8 @@ const INVALID: u64 = u64::MAX;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct PoolBlock {
     addr: BlockAddr,
-    /// Logical page stored at each programmed page (INVALID once overwritten).
+    /// Logical unit stored in each slot of each programmed page (`page * slots + slot`; INVALID
+    /// once overwritten, or for a slot programmed with padding).
     owners: Vec<u64>,
     valid: u32,
 }
@@ -25,20 +32,33 @@ struct PoolBlock {
 /// Counters of the FTL's own flash work.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FtlCounters {
+    /// Flash pages programmed with host data.
     pub host_pages: u64,
+    /// Logical units moved by cleaning.
     pub gc_copies: u64,
+    /// Victim blocks erased by cleaning.
     pub gc_erases: u64,
     pub rmw_reads: u64,
+    /// Flash pages programmed by cleaning (copyback or read + program).
+    pub gc_pages: u64,
+    /// Cleaning passes (one per die stream that ran low on free blocks).
+    pub gc_runs: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PageFtl {
     pages_per_block: u32,
+    /// Logical units per flash page (1: page-mapped).
+    #[serde(default = "one")]
+    slots: u32,
+    /// Free blocks each die stream keeps; cleaning starts below it (at least 2).
+    #[serde(default = "two")]
+    reserve: u32,
     blocks: Vec<PoolBlock>,
     /// Pool indices grouped by die (dies in the order first seen).
     dies: Vec<DieStream>,
     next_die: usize,
-    /// logical page -> (pool index, page)
+    /// logical unit -> (pool index, slot position `page * slots + slot`)
     map: HashMap<u64, (u32, u32)>,
     logical_pages: u64,
     counters: FtlCounters,
@@ -49,6 +69,13 @@ struct DieStream {
     free: VecDeque<u32>,
     open: Option<u32>,
     full: Vec<u32>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn two() -> u32 {
+    2
 }
 
 /// A pool too small for the logical space it must hold.
@@ -64,20 +91,39 @@ impl PageFtl {
         pages_per_block: u32,
         logical_pages: u64,
     ) -> Result<PageFtl, FtlConfigError> {
+        PageFtl::with_units(pool, pages_per_block, 1, 2, logical_pages)
+    }
+
+    /// An FTL whose mapping unit is `1 / slots` of a flash page, offering `logical_units` units,
+    /// that cleans a die stream when it has fewer than `reserve` free blocks (at least 2: one
+    /// to program into, one to clean into).
+    pub fn with_units(
+        pool: Vec<BlockAddr>,
+        pages_per_block: u32,
+        slots: u32,
+        reserve: u32,
+        logical_units: u64,
+    ) -> Result<PageFtl, FtlConfigError> {
+        assert!(slots >= 1 && pages_per_block >= 1, "FTL without pages");
+        let reserve = reserve.max(2);
+        let logical_pages = logical_units;
         let mut by_die: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         for (i, b) in pool.iter().enumerate() {
             by_die.entry(b.die.0).or_default().push(i as u32);
         }
-        let physical = pool.len() as u64 * pages_per_block as u64;
-        let spare_blocks = 2 * by_die.len() as u64;
-        if physical < logical_pages + spare_blocks * pages_per_block as u64 {
+        let units_per_block = pages_per_block as u64 * slots as u64;
+        let physical = pool.len() as u64 * units_per_block;
+        let spare_blocks = reserve as u64 * by_die.len() as u64;
+        if physical < logical_pages + spare_blocks * units_per_block {
             return Err(FtlConfigError(format!(
-                "randomly writable space of {logical_pages} pages needs at least {} pages of flash (2 spare blocks per die), pool has {physical}",
-                logical_pages + spare_blocks * pages_per_block as u64
+                "randomly writable space of {logical_pages} units needs at least {} units of flash ({reserve} spare blocks per die), pool has {physical}",
+                logical_pages + spare_blocks * units_per_block
             )));
         }
         Ok(PageFtl {
             pages_per_block,
+            slots,
+            reserve,
             blocks: pool
                 .into_iter()
                 .map(|addr| PoolBlock {
@@ -107,12 +153,24 @@ impl PageFtl {
     pub fn logical_pages(&self) -> u64 {
         self.logical_pages
     }
+    /// Logical units per flash page.
+    pub fn slots(&self) -> u32 {
+        self.slots
+    }
+    /// Units currently mapped to flash.
+    pub fn mapped_units(&self) -> u64 {
+        self.map.len() as u64
+    }
+    /// Free (erased or reclaimable) blocks over all die streams.
+    pub fn free_blocks(&self) -> u64 {
+        self.dies.iter().map(|d| d.free.len() as u64).sum()
+    }
 
-    /// Physical page of a logical page, if written.
+    /// Physical page of a logical unit, if written.
     pub fn lookup(&self, lp: u64) -> Option<PageAddr> {
-        self.map.get(&lp).map(|&(b, p)| PageAddr {
+        self.map.get(&lp).map(|&(b, pos)| PageAddr {
             block: self.blocks[b as usize].addr,
-            page: p,
+            page: pos / self.slots,
         })
     }
 
@@ -121,6 +179,29 @@ impl PageFtl {
             let blk = &mut self.blocks[b as usize];
             blk.owners[p as usize] = INVALID;
             blk.valid -= 1;
+        }
+    }
+
+    /// Pages programmed in pool block `b`.
+    fn used_pages(&self, b: u32) -> u32 {
+        self.blocks[b as usize].owners.len() as u32 / self.slots
+    }
+
+    /// Records `units` (padded with INVALID to a whole page) as the content of page `page` of
+    /// pool block `b`, which must be the block's next page.
+    fn place(&mut self, b: u32, page: u32, units: &[u64]) {
+        let slots = self.slots as usize;
+        debug_assert!(units.len() <= slots);
+        assert_eq!(self.used_pages(b), page, "FTL places pages in order");
+        for i in 0..slots {
+            let lu = units.get(i).copied().unwrap_or(INVALID);
+            self.blocks[b as usize].owners.push(lu);
+            if lu != INVALID {
+                self.blocks[b as usize].valid += 1;
+                let pos = page * self.slots + i as u32;
+                let old = self.map.insert(lu, (b, pos));
+                assert!(old.is_none(), "logical unit {lu} mapped twice");
+            }
         }
     }
 
@@ -140,7 +221,7 @@ impl PageFtl {
     ) -> (u32, u32, Nanos) {
         let ppb = self.pages_per_block;
         if let Some(b) = self.dies[d].open {
-            let used = self.blocks[b as usize].owners.len() as u32;
+            let used = self.used_pages(b);
             if used < ppb {
                 return (b, used, at);
             }
@@ -161,11 +242,22 @@ impl PageFtl {
         (b, 0, ready)
     }
 
-    /// Cleans die stream `d` until it has at least two free blocks: greedy victim (fewest valid
-    /// pages), valid pages copied within the die, victim erased. Returns when cleaning ends.
+    /// Cleans die stream `d` until it has `reserve` free blocks: greedy victim (fewest valid
+    /// units), valid units moved within the die (copyback for a page whose units are all valid,
+    /// else read and packed into new pages), victim erased. Returns when cleaning ends.
     fn clean(&mut self, flash: &mut FlashArray, now: Nanos, at: Nanos, d: usize) -> Nanos {
         let mut t = at;
-        while self.dies[d].free.len() < 2 {
+        let slots = self.slots as usize;
+        let units_per_block = self.pages_per_block * self.slots;
+        // Units read out of victims and waiting to fill a destination page, with when their
+        // data is in the controller.
+        let mut pending: Vec<u64> = Vec::with_capacity(slots);
+        let mut pending_ready = at;
+        let mut passes = 0usize;
+        let limit = 2 * self.blocks.len() + 2;
+        self.counters.gc_runs += 1;
+        while self.dies[d].free.len() < self.reserve as usize && passes < limit {
+            passes += 1;
             let Some((pos, &victim)) = self.dies[d]
                 .full
                 .iter()
@@ -174,54 +266,99 @@ impl PageFtl {
             else {
                 break;
             };
-            if self.blocks[victim as usize].valid == self.pages_per_block {
+            if self.blocks[victim as usize].valid >= units_per_block {
                 // Nothing reclaimable on this die.
                 break;
             }
             self.dies[d].full.swap_remove(pos);
             let owners = std::mem::take(&mut self.blocks[victim as usize].owners);
             let src_addr = self.blocks[victim as usize].addr;
-            for (p, &lp) in owners.iter().enumerate() {
-                if lp == INVALID {
+            for lu in owners.iter().copied().filter(|&lu| lu != INVALID) {
+                self.map.remove(&lu);
+            }
+            self.blocks[victim as usize].valid = 0;
+            for (p, page_units) in owners.chunks(slots).enumerate() {
+                let live: Vec<u64> = page_units
+                    .iter()
+                    .copied()
+                    .filter(|&lu| lu != INVALID)
+                    .collect();
+                if live.is_empty() {
                     continue;
                 }
-                let (b, page, ready) = self.next_page(flash, now, t, d);
-                let dst = PageAddr {
-                    block: self.blocks[b as usize].addr,
-                    page,
-                };
                 let src = PageAddr {
                     block: src_addr,
                     page: p as u32,
                 };
-                let done = if src.block.plane == dst.block.plane {
-                    flash.copyback(now, ready, src, dst)
-                } else {
-                    let r = flash.read(now, ready, src, flash.geometry().page_size);
-                    flash.program(now, r, dst)
-                };
-                t = t.max(done);
-                self.blocks[b as usize].owners.push(lp);
-                self.blocks[b as usize].valid += 1;
-                self.map.insert(lp, (b, page));
-                self.counters.gc_copies += 1;
+                self.counters.gc_copies += live.len() as u64;
+                if live.len() == slots && pending.is_empty() {
+                    let (b, page, ready) = self.next_page(flash, now, t, d);
+                    let dst = PageAddr {
+                        block: self.blocks[b as usize].addr,
+                        page,
+                    };
+                    let done = if src.block.plane == dst.block.plane {
+                        flash.copyback(now, ready, src, dst)
+                    } else {
+                        let r = flash.read(now, ready, src, flash.geometry().page_size);
+                        flash.program(now, r, dst)
+                    };
+                    t = t.max(done);
+                    self.place(b, page, &live);
+                    self.counters.gc_pages += 1;
+                    continue;
+                }
+                let r = flash.read(now, t, src, flash.geometry().page_size);
+                pending_ready = pending_ready.max(r);
+                for lu in live {
+                    pending.push(lu);
+                    if pending.len() == slots {
+                        t = t.max(self.program_gc_page(flash, now, pending_ready, d, &pending));
+                        pending.clear();
+                    }
+                }
             }
-            self.blocks[victim as usize].valid = 0;
             t = t.max(flash.erase(now, t, src_addr));
             self.counters.gc_erases += 1;
             self.dies[d].free.push_back(victim);
         }
+        if !pending.is_empty() {
+            t = t.max(self.program_gc_page(flash, now, pending_ready, d, &pending));
+        }
         t
     }
 
-    /// Whether die stream `d` can take a page without cleaning (one free block stays in reserve
-    /// as the destination of cleaning).
+    /// Programs one page of units collected by cleaning on die stream `d`.
+    fn program_gc_page(
+        &mut self,
+        flash: &mut FlashArray,
+        now: Nanos,
+        ready: Nanos,
+        d: usize,
+        units: &[u64],
+    ) -> Nanos {
+        let (b, page, ready) = self.next_page(flash, now, ready, d);
+        let done = flash.program(
+            now,
+            ready,
+            PageAddr {
+                block: self.blocks[b as usize].addr,
+                page,
+            },
+        );
+        self.place(b, page, units);
+        self.counters.gc_pages += 1;
+        done
+    }
+
+    /// Whether die stream `d` can take a page without cleaning (free blocks below the reserve
+    /// are kept as the destination of cleaning).
     fn has_room(&self, d: usize) -> bool {
         let ds = &self.dies[d];
-        ds.free.len() >= 2
-            || ds.open.is_some_and(|b| {
-                (self.blocks[b as usize].owners.len() as u32) < self.pages_per_block
-            })
+        ds.free.len() >= self.reserve as usize
+            || ds
+                .open
+                .is_some_and(|b| self.used_pages(b) < self.pages_per_block)
     }
 
     /// The die stream for the next page: round-robin from `next_die`, skipping dies that need
@@ -260,18 +397,39 @@ impl PageFtl {
         lp: u64,
         partial: bool,
     ) -> Nanos {
-        assert!(
-            lp < self.logical_pages,
-            "logical page {lp} beyond the FTL's space"
-        );
         let mut t = at;
         if partial && let Some(old) = self.lookup(lp) {
             t = flash.read(now, t, old, flash.geometry().page_size);
             self.counters.rmw_reads += 1;
         }
-        self.invalidate(lp);
-        let (d, cleaned) = self.pick_die(flash, now, t);
-        t = cleaned;
+        self.program_units(flash, now, t, &[lp])
+    }
+
+    /// Programs one flash page holding `units` (at most `slots` logical units, the rest padded)
+    /// whose data is in the controller at `at`; older copies of the units become invalid.
+    /// Cleans first when every die stream is short of free blocks. Returns when the program
+    /// completes.
+    pub fn program_units(
+        &mut self,
+        flash: &mut FlashArray,
+        now: Nanos,
+        at: Nanos,
+        units: &[u64],
+    ) -> Nanos {
+        assert!(
+            !units.is_empty() && units.len() <= self.slots as usize,
+            "a flash page holds 1 to {} units, got {}",
+            self.slots,
+            units.len()
+        );
+        for &lu in units {
+            assert!(
+                lu < self.logical_pages,
+                "logical unit {lu} beyond the FTL's space"
+            );
+            self.invalidate(lu);
+        }
+        let (d, t) = self.pick_die(flash, now, at);
         self.next_die = (d + 1) % self.dies.len();
         let (b, page, ready) = self.next_page(flash, now, t, d);
         let done = flash.program(
@@ -282,9 +440,7 @@ impl PageFtl {
                 page,
             },
         );
-        self.blocks[b as usize].owners.push(lp);
-        self.blocks[b as usize].valid += 1;
-        self.map.insert(lp, (b, page));
+        self.place(b, page, units);
         self.counters.host_pages += 1;
         done
     }
@@ -295,18 +451,41 @@ impl PageFtl {
         for (i, b) in self.blocks.iter().enumerate() {
             let live = b.owners.iter().filter(|&&o| o != INVALID).count() as u32;
             assert_eq!(live, b.valid, "valid count of pool block {i}");
+            assert!(
+                b.owners.len() as u64 <= self.pages_per_block as u64 * self.slots as u64
+                    && b.owners.len().is_multiple_of(self.slots as usize),
+                "pool block {i} holds {} slots",
+                b.owners.len()
+            );
             for (p, &o) in b.owners.iter().enumerate() {
                 if o != INVALID {
                     assert_eq!(
                         self.map.get(&o),
                         Some(&(i as u32, p as u32)),
-                        "owner of block {i} page {p}"
+                        "owner of block {i} slot {p}"
                     );
                 }
             }
             valid += b.valid as u64;
         }
-        assert_eq!(valid, self.map.len() as u64, "mapped pages vs valid pages");
+        assert_eq!(valid, self.map.len() as u64, "mapped units vs valid units");
+        let mut seen = vec![false; self.blocks.len()];
+        for (d, ds) in self.dies.iter().enumerate() {
+            for &b in ds.free.iter().chain(ds.full.iter()).chain(ds.open.iter()) {
+                assert!(
+                    !seen[b as usize],
+                    "pool block {b} listed twice (die stream {d})"
+                );
+                seen[b as usize] = true;
+            }
+            for &b in &ds.free {
+                assert_eq!(
+                    self.blocks[b as usize].valid, 0,
+                    "free block {b} holds data"
+                );
+            }
+        }
+        assert!(seen.iter().all(|&s| s), "a pool block is in no list");
     }
 }
 

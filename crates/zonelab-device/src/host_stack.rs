@@ -6,9 +6,15 @@
 //!   zone is dispatched at a time (zone write locking) and writes queued behind it that continue
 //!   each other are merged into one larger request, up to `mq_deadline_max_merge`.
 //!
+//! On a conventional namespace there are no zones to lock: mq-deadline dispatches writes
+//! straight down (with its dispatch cost), as Linux does for a non-zoned disk.
+//!
 //! Submission cost is paid before the command reaches the device (fio's `slat`), completion cost
 //! after the device completes it.
 
+use crate::Profile;
+use crate::namespace::Namespace;
+use crate::payload::WriteData;
 use crate::payload::{OwnedData, ReadData};
 use crate::status::NvmeStatus;
 use crate::zns::{Completion, ZoneAction, ZonedDevice};
@@ -55,6 +61,108 @@ impl std::str::FromStr for IoScheduler {
         }
     }
 }
+
+/// What the host stack needs of a device: the commands, and the zone size for zone locking.
+/// [`Namespace`] (the default) and [`ZonedDevice`] implement it.
+pub trait StackDevice {
+    fn read(
+        &mut self,
+        now: Nanos,
+        at: Nanos,
+        slba: Lba,
+        nlb: u64,
+        out: Option<&mut ReadData>,
+    ) -> Completion;
+    fn write(
+        &mut self,
+        now: Nanos,
+        at: Nanos,
+        slba: Lba,
+        data: WriteData<'_>,
+        append: bool,
+    ) -> Completion;
+    fn zone_mgmt(
+        &mut self,
+        now: Nanos,
+        at: Nanos,
+        action: ZoneAction,
+        zslba: Lba,
+        select_all: bool,
+    ) -> Completion;
+    fn flush(&mut self, now: Nanos, at: Nanos) -> Completion;
+    fn profile(&self) -> &Profile;
+    fn lba_size(&self) -> u64;
+    fn buffer_limit(&self) -> u64;
+    /// Zone size in LBAs, or None for a namespace without zones.
+    fn zone_size(&self) -> Option<u64>;
+    fn total_lbas(&self) -> u64;
+}
+
+macro_rules! stack_device {
+    ($t:ty, $zs:expr, $total:expr) => {
+        impl StackDevice for $t {
+            fn read(
+                &mut self,
+                now: Nanos,
+                at: Nanos,
+                slba: Lba,
+                nlb: u64,
+                out: Option<&mut ReadData>,
+            ) -> Completion {
+                <$t>::read(self, now, at, slba, nlb, out)
+            }
+            fn write(
+                &mut self,
+                now: Nanos,
+                at: Nanos,
+                slba: Lba,
+                data: WriteData<'_>,
+                append: bool,
+            ) -> Completion {
+                <$t>::write(self, now, at, slba, data, append)
+            }
+            fn zone_mgmt(
+                &mut self,
+                now: Nanos,
+                at: Nanos,
+                action: ZoneAction,
+                zslba: Lba,
+                select_all: bool,
+            ) -> Completion {
+                <$t>::zone_mgmt(self, now, at, action, zslba, select_all)
+            }
+            fn flush(&mut self, now: Nanos, at: Nanos) -> Completion {
+                <$t>::flush(self, now, at)
+            }
+            fn profile(&self) -> &Profile {
+                <$t>::profile(self)
+            }
+            fn lba_size(&self) -> u64 {
+                <$t>::lba_size(self)
+            }
+            fn buffer_limit(&self) -> u64 {
+                <$t>::buffer_limit(self)
+            }
+            fn zone_size(&self) -> Option<u64> {
+                let f: fn(&$t) -> Option<u64> = $zs;
+                f(self)
+            }
+            fn total_lbas(&self) -> u64 {
+                let f: fn(&$t) -> u64 = $total;
+                f(self)
+            }
+        }
+    };
+}
+
+stack_device!(ZonedDevice, |d| Some(d.zones().geometry().zone_size), |d| d
+    .zones()
+    .total_lbas());
+stack_device!(
+    Namespace,
+    |d| d.zoned().map(|z| z.zones().geometry().zone_size),
+    |d| d.total_lbas()
+);
 
 /// A command as a workload issues it.
 #[derive(Clone, Debug)]
@@ -131,11 +239,13 @@ struct ZoneQueue {
 }
 
 /// The host side of one device: engine, scheduler and the device itself.
-pub struct HostStack {
+pub struct HostStack<D: StackDevice = Namespace> {
     sim: Sim,
-    device: Rc<RefCell<ZonedDevice>>,
+    device: Rc<RefCell<D>>,
     engine: IoEngine,
     scheduler: IoScheduler,
+    /// Whether writes are zone-locked (zoned namespaces under mq-deadline).
+    zone_locking: bool,
     submit_cost: Nanos,
     complete_cost: Nanos,
     dispatch_cost: Nanos,
@@ -146,23 +256,24 @@ pub struct HostStack {
     counters: Cell<HostStackCounters>,
 }
 
-impl HostStack {
+impl<D: StackDevice + 'static> HostStack<D> {
     /// Builds the stack. `spdk` has no scheduler; asking for one is an error.
     pub fn new(
         sim: Sim,
-        device: Rc<RefCell<ZonedDevice>>,
+        device: Rc<RefCell<D>>,
         engine: IoEngine,
         scheduler: IoScheduler,
-    ) -> Result<Rc<HostStack>, String> {
+    ) -> Result<Rc<HostStack<D>>, String> {
         if engine == IoEngine::Spdk && scheduler != IoScheduler::None {
             return Err("ioscheduler applies to the kernel path only: use ioengine=io_uring with ioscheduler=mq-deadline, or ioscheduler=none with spdk".into());
         }
-        let (h, lba_size, zone_size) = {
+        let (h, lba_size, zone_size, zoned) = {
             let d = device.borrow();
             (
                 d.profile().host.clone(),
                 d.lba_size(),
-                d.zones().geometry().zone_size,
+                d.zone_size().unwrap_or(d.total_lbas().max(1)),
+                d.zone_size().is_some(),
             )
         };
         let (submit_cost, complete_cost) = match engine {
@@ -182,6 +293,7 @@ impl HostStack {
             device,
             engine,
             scheduler,
+            zone_locking: zoned && scheduler == IoScheduler::MqDeadline,
             submit_cost,
             complete_cost,
             dispatch_cost,
@@ -193,7 +305,7 @@ impl HostStack {
         }))
     }
 
-    pub fn device(&self) -> &Rc<RefCell<ZonedDevice>> {
+    pub fn device(&self) -> &Rc<RefCell<D>> {
         &self.device
     }
     pub fn engine(&self) -> IoEngine {
@@ -215,7 +327,7 @@ impl HostStack {
     /// Issues a command and resolves when the workload sees its completion.
     pub async fn submit(self: &Rc<Self>, cmd: IoCmd) -> IoDone {
         let issued = self.sim.now();
-        if self.scheduler == IoScheduler::MqDeadline
+        if self.zone_locking
             && let IoCmd::Write { slba, data } = cmd
         {
             return self.write_through_scheduler(issued, slba, data).await;

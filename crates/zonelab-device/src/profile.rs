@@ -32,7 +32,33 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "zlfs-smallzone",
         include_str!("../../../profiles/zlfs-smallzone.toml"),
     ),
+    ("sn640", include_str!("../../../profiles/sn640.toml")),
+    (
+        "sn640-op7",
+        include_str!("../../../profiles/sn640-op7.toml"),
+    ),
+    (
+        "sn640-op28",
+        include_str!("../../../profiles/sn640-op28.toml"),
+    ),
 ];
+
+/// The command set a namespace speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NamespaceKind {
+    /// NVMe Zoned Namespace command set (the `[zns]` section describes the zones).
+    #[default]
+    Zoned,
+    /// NVMe NVM command set: a block interface over a page-mapped FTL (the `[ftl]` section).
+    Conventional,
+}
+
+impl NamespaceKind {
+    fn is_zoned(&self) -> bool {
+        *self == NamespaceKind::Zoned
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,8 +66,16 @@ pub struct Profile {
     pub name: String,
     #[serde(default)]
     pub description: String,
+    /// `zoned` (default) or `conventional`.
+    #[serde(default)]
+    pub namespace: NamespaceKind,
     pub geometry: GeometrySection,
+    /// Zones of a zoned namespace; absent (all zero) for a conventional one.
+    #[serde(default)]
     pub zns: ZnsSection,
+    /// The FTL of a conventional namespace; required there, refused on a zoned one.
+    #[serde(default)]
+    pub ftl: Option<FtlSection>,
     pub flash: FlashSection,
     pub controller: ControllerSection,
     pub host: HostSection,
@@ -60,7 +94,7 @@ pub struct GeometrySection {
     pub lba_size: Size,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ZnsSection {
     pub zones: u32,
@@ -74,6 +108,31 @@ pub struct ZnsSection {
     pub max_active: u32,
     #[serde(default)]
     pub conventional_zones: u32,
+}
+
+impl ZnsSection {
+    /// True when the profile has no `[zns]` section (conventional namespaces).
+    pub fn is_unset(&self) -> bool {
+        *self == ZnsSection::default()
+    }
+}
+
+/// The flash translation layer of a conventional namespace (seed 003: the block interface's
+/// over-provisioning and device-side garbage collection).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FtlSection {
+    /// Share of the raw flash hidden from the host (0.07 = 7%): host capacity is the raw
+    /// capacity times (1 - over_provisioning), rounded down to whole flash pages.
+    pub over_provisioning: f64,
+    /// Free blocks each die keeps in reserve; garbage collection of a die starts when it has
+    /// fewer and every die is short (greedy victim: fewest valid blocks). At least 2.
+    #[serde(default = "default_gc_free_blocks")]
+    pub gc_free_blocks: u32,
+}
+
+fn default_gc_free_blocks() -> u32 {
+    2
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -285,6 +344,51 @@ impl Profile {
                 self.geometry.page_size.0
             ));
         }
+        match self.namespace {
+            NamespaceKind::Zoned => self.validate_zoned()?,
+            NamespaceKind::Conventional => self.validate_conventional()?,
+        }
+        let c = &self.controller;
+        if c.firmware_cores == 0 || c.append_engines == 0 || c.pcie_lanes == 0 {
+            return inv("firmware_cores, append_engines and pcie_lanes must be at least 1".into());
+        }
+        if c.pcie_lane_bandwidth.0 == 0 {
+            return inv("pcie_lane_bandwidth must be greater than zero".into());
+        }
+        // The buffer must hold one partial page per active zone (one for a conventional
+        // namespace) plus a full page in flight.
+        let partial_pages = match self.namespace {
+            NamespaceKind::Zoned => self.zns.max_active as u64,
+            NamespaceKind::Conventional => 1,
+        };
+        let need = (partial_pages + 2) * self.geometry.page_size.0;
+        if c.write_buffer.0 < need {
+            return inv(format!(
+                "write_buffer ({}) must hold at least ({} + 2) flash pages = {need} bytes",
+                c.write_buffer.0,
+                if self.namespace.is_zoned() {
+                    "max_active"
+                } else {
+                    "1"
+                }
+            ));
+        }
+        if self.host.mq_deadline_max_merge.0 < lba {
+            return inv("mq_deadline_max_merge must be at least one LBA".into());
+        }
+        Ok(())
+    }
+
+    fn validate_zoned(&self) -> Result<(), ProfileError> {
+        let inv = |s: String| Err(ProfileError::Invalid(s));
+        let fg = self.flash_geometry();
+        let lba = self.lba_size();
+        if self.ftl.is_some() {
+            return inv("the [ftl] section applies to namespace = \"conventional\" only; remove it or set namespace = \"conventional\"".into());
+        }
+        if self.zns.is_unset() {
+            return inv("a zoned namespace needs a [zns] section (zones, zone_size, zone_dies, blocks_per_zone, max_open, max_active)".into());
+        }
         let z = &self.zns;
         let dies = fg.total_dies();
         if z.zone_dies == 0 || !dies.is_multiple_of(z.zone_dies) {
@@ -349,30 +453,74 @@ impl Profile {
         if total > (1u128 << 48) {
             return inv("zones x zone_size exceeds 2^48 LBAs".into());
         }
-        let c = &self.controller;
-        if c.firmware_cores == 0 || c.append_engines == 0 || c.pcie_lanes == 0 {
-            return inv("firmware_cores, append_engines and pcie_lanes must be at least 1".into());
+        Ok(())
+    }
+
+    fn validate_conventional(&self) -> Result<(), ProfileError> {
+        let inv = |s: String| Err(ProfileError::Invalid(s));
+        if !self.zns.is_unset() {
+            return inv("the [zns] section applies to zoned namespaces only; remove it or set namespace = \"zoned\"".into());
         }
-        if c.pcie_lane_bandwidth.0 == 0 {
-            return inv("pcie_lane_bandwidth must be greater than zero".into());
-        }
-        // The buffer must hold one partial page per active zone plus a full page in flight.
-        let need = (z.max_active as u64 + 2) * self.geometry.page_size.0;
-        if c.write_buffer.0 < need {
+        let Some(f) = &self.ftl else {
+            return inv("namespace = \"conventional\" needs an [ftl] section with over_provisioning (e.g. 0.07)".into());
+        };
+        if !(f.over_provisioning.is_finite() && (0.0..0.9).contains(&f.over_provisioning)) {
             return inv(format!(
-                "write_buffer ({}) must hold at least (max_active + 2) flash pages = {need} bytes",
-                c.write_buffer.0
+                "ftl.over_provisioning must be a fraction from 0 to 0.9 (got {})",
+                f.over_provisioning
             ));
         }
-        if self.host.mq_deadline_max_merge.0 < lba {
-            return inv("mq_deadline_max_merge must be at least one LBA".into());
+        if f.gc_free_blocks < 2 {
+            return inv(format!(
+                "ftl.gc_free_blocks must be at least 2 (got {}): one block to write into, one to clean into",
+                f.gc_free_blocks
+            ));
+        }
+        let g = &self.geometry;
+        let dies = self.flash_geometry().total_dies() as u64;
+        let blocks_per_die = g.planes_per_die as u64 * g.blocks_per_plane as u64;
+        let spare_pages = dies * blocks_per_die * g.pages_per_block as u64 - self.host_pages();
+        let need = dies * f.gc_free_blocks as u64 * g.pages_per_block as u64;
+        if spare_pages < need {
+            return inv(format!(
+                "ftl.over_provisioning ({}) leaves {spare_pages} spare flash pages, but garbage collection needs ftl.gc_free_blocks ({}) blocks per die = {need} pages; raise over_provisioning or blocks_per_plane",
+                f.over_provisioning, f.gc_free_blocks
+            ));
+        }
+        if self.host_pages() == 0 {
+            return inv("the conventional namespace has no capacity: lower over_provisioning or raise blocks_per_plane".into());
         }
         Ok(())
     }
 
+    /// Flash pages of host capacity of a conventional namespace: raw pages x (1 -
+    /// over_provisioning), rounded down.
+    pub fn host_pages(&self) -> u64 {
+        let g = &self.geometry;
+        let raw = self.flash_geometry().total_dies() as u64
+            * g.planes_per_die as u64
+            * g.blocks_per_plane as u64
+            * g.pages_per_block as u64;
+        let op = self.ftl.map_or(0.0, |f| f.over_provisioning);
+        // Exact for the shipped fractions: round the share to parts per million first.
+        let keep_ppm = ((1.0 - op) * 1e6).round() as u128;
+        (raw as u128 * keep_ppm / 1_000_000) as u64
+    }
+
     /// The profile as TOML, for reports (`config` in results).
     pub fn to_toml(&self) -> String {
-        toml::to_string(self).unwrap_or_default()
+        // Sections that do not apply to the namespace are left out (fields are never skipped
+        // by serde itself: device images use a format without field names).
+        let Ok(toml::Value::Table(mut t)) = toml::Value::try_from(self) else {
+            return String::new();
+        };
+        if self.namespace.is_zoned() {
+            t.remove("namespace");
+        }
+        if self.zns.is_unset() {
+            t.remove("zns");
+        }
+        toml::to_string(&t).unwrap_or_default()
     }
 }
 
@@ -411,7 +559,12 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
         }
         0 => {
             // Optional fields absent from the file can still be set when qualified or unique.
-            const OPTIONAL: &[(&str, &str)] = &[("zns", "conventional_zones"), ("", "description")];
+            const OPTIONAL: &[(&str, &str)] = &[
+                ("zns", "conventional_zones"),
+                ("ftl", "gc_free_blocks"),
+                ("", "description"),
+                ("", "namespace"),
+            ];
             if let Some((s, f)) = OPTIONAL
                 .iter()
                 .find(|(s, f)| *f == field && section.is_none_or(|q| q == *s))
@@ -509,6 +662,72 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("zone_size"), "{e}");
+    }
+
+    #[test]
+    fn sn640_profiles_share_the_zn540_hardware() {
+        let zn = Profile::load("zn540", &[]).unwrap();
+        for (name, op) in [("sn640", 0.07), ("sn640-op7", 0.07), ("sn640-op28", 0.28)] {
+            let p = Profile::load(name, &[]).unwrap();
+            assert_eq!(p.namespace, NamespaceKind::Conventional);
+            assert_eq!(p.ftl.unwrap().over_provisioning, op);
+            assert!(p.zns.is_unset(), "{name}");
+            // profiles/sn640*.toml copy these sections from zn540.toml: keep them in sync.
+            assert_eq!(
+                p.geometry, zn.geometry,
+                "{name} [geometry] differs from zn540"
+            );
+            assert_eq!(p.flash, zn.flash, "{name} [flash] differs from zn540");
+            assert_eq!(
+                p.controller, zn.controller,
+                "{name} [controller] differs from zn540"
+            );
+            assert_eq!(p.host, zn.host, "{name} [host] differs from zn540");
+        }
+    }
+
+    #[test]
+    fn namespace_sections_are_checked_by_name() {
+        let e = Profile::load("sn640", &ov(&["over_provisioning=0.0001"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("over_provisioning"), "{e}");
+        let e = Profile::load("sn640", &ov(&["over_provisioning=1.5"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ftl.over_provisioning"), "{e}");
+        let e = Profile::load("sn640", &ov(&["gc_free_blocks=1"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("gc_free_blocks"), "{e}");
+        let e = Profile::load("sn640", &ov(&["namespace=zoned"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[ftl]"), "{e}");
+        let e = Profile::load("zn540", &ov(&["namespace=conventional"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[zns]"), "{e}");
+        let e = Profile::load("sn640", &ov(&["zones=4"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no such profile field"), "{e}");
+        let text = include_str!("../../../profiles/sn640.toml").replace("[ftl]", "[ftl_gone]");
+        let e = Profile::from_toml(&text, "x", &[]).unwrap_err().to_string();
+        assert!(e.contains("ftl_gone"), "{e}");
+        let text =
+            include_str!("../../../profiles/sn640.toml").replace("over_provisioning = 0.07", "");
+        let e = Profile::from_toml(&text, "x", &[]).unwrap_err().to_string();
+        assert!(e.contains("over_provisioning"), "{e}");
+        let text = "namespace = \"conventional\"\n".to_string()
+            + &include_str!("../../../profiles/zn540.toml").replace("namespace", "#");
+        let e = Profile::from_toml(&text, "x", &[]).unwrap_err().to_string();
+        assert!(e.contains("[zns]") || e.contains("namespace"), "{e}");
+        // The TOML of a conventional profile round-trips without a [zns] section.
+        let p = Profile::load("sn640-op28", &[]).unwrap();
+        let t = p.to_toml();
+        assert!(!t.contains("[zns]") && t.contains("[ftl]"), "{t}");
+        assert_eq!(Profile::from_toml(&t, "again", &[]).unwrap(), p);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Runs fio jobs on a simulated zoned device.
+//! Runs fio jobs on a simulated device: a zoned namespace, or a conventional one (block
+//! interface; `zonemode=zbd` and `zone_append` need zones and are refused there).
 //!
 //! Every job clone (`numjobs`) is `iodepth` simulated threads sharing one offset generator, so
 //! up to `iodepth` I/Os are in flight. Jobs of one stonewall group run concurrently in virtual
@@ -13,8 +14,8 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use zonelab_device::{
-    HostStack, IoCmd, IoEngine, IoScheduler, Lba, OwnedData, PayloadMode, Profile, ZoneAction,
-    ZoneState, ZonedDevice,
+    HostStack, IoCmd, IoEngine, IoScheduler, Lba, Namespace, OwnedData, PayloadMode, Profile,
+    ZoneAction, ZoneState,
 };
 use zonelab_sim::{Nanos, Sim, SimRng};
 
@@ -53,7 +54,7 @@ pub struct CloneResult {
 #[derive(Debug)]
 pub struct RunOutput {
     pub clones: Vec<CloneResult>,
-    pub device: Rc<RefCell<ZonedDevice>>,
+    pub device: Rc<RefCell<Namespace>>,
     pub simulated_ns: u64,
     pub host_merged: u64,
     pub host_dispatched: u64,
@@ -92,8 +93,19 @@ struct ZoneView {
 }
 
 impl ZoneView {
-    fn from_device(dev: &ZonedDevice, max_open: usize) -> ZoneView {
-        let zs = dev.zones();
+    fn from_device(dev: &Namespace, max_open: usize) -> ZoneView {
+        let Some(zoned) = dev.zoned() else {
+            // No zones: the view is never consulted (validate refuses zoned options).
+            return ZoneView {
+                zone_size: dev.total_lbas().max(1),
+                capacity: 0,
+                wp: Vec::new(),
+                in_flight: Vec::new(),
+                open: Vec::new(),
+                max_open,
+            };
+        };
+        let zs = zoned.zones();
         let g = zs.geometry();
         let mut wp = Vec::with_capacity(g.zones as usize);
         let mut open = Vec::new();
@@ -453,15 +465,15 @@ pub fn run(
     profile: &Profile,
     settings: &RunSettings,
 ) -> Result<RunOutput, RunError> {
-    let device = ZonedDevice::new(profile.clone(), settings.payload).map_err(|e| RunError {
+    let device = Namespace::new(profile.clone(), settings.payload).map_err(|e| RunError {
         job: "device".into(),
         msg: e.to_string(),
     })?;
-    run_on(jobs, Rc::new(RefCell::new(device)), settings)
+    run_on(jobs, device.shared(), settings)
 }
 
 /// Checks a job against the device before anything runs.
-fn validate(spec: &JobSpec, dev: &ZonedDevice) -> Result<(), RunError> {
+fn validate(spec: &JobSpec, dev: &Namespace) -> Result<(), RunError> {
     let err = |msg: String| {
         Err(RunError {
             job: spec.name.clone(),
@@ -482,7 +494,7 @@ fn validate(spec: &JobSpec, dev: &ZonedDevice) -> Result<(), RunError> {
             ));
         }
     }
-    let total = dev.zones().total_lbas() * lba;
+    let total = dev.total_lbas() * lba;
     let off = spec.offset.resolve(total);
     if !off.is_multiple_of(lba) {
         return err(format!(
@@ -502,8 +514,22 @@ fn validate(spec: &JobSpec, dev: &ZonedDevice) -> Result<(), RunError> {
     if spec.ioengine == FioEngine::Spdk && spec.ioscheduler != FioScheduler::None {
         return err("ioscheduler applies to the kernel path only: use ioengine=io_uring with ioscheduler=mq-deadline".into());
     }
+    let Some(zoned) = dev.zoned() else {
+        let profile = &dev.profile().name;
+        if spec.zonemode == ZoneMode::Zbd {
+            return err(format!(
+                "zonemode=zbd needs a zoned device, but profile '{profile}' is a conventional (block-interface) namespace; drop zonemode=zbd, or use a zoned profile such as zn540"
+            ));
+        }
+        if spec.zone_append {
+            return err(format!(
+                "zone_append=1 needs a zoned device, but profile '{profile}' is a conventional (block-interface) namespace; use plain writes, or a zoned profile such as zn540"
+            ));
+        }
+        return Ok(());
+    };
     if spec.zonemode == ZoneMode::Zbd {
-        let zs = dev.zones().geometry().zone_size * lba;
+        let zs = zoned.zones().geometry().zone_size * lba;
         if let Some(zr) = spec.zonerange
             && zr != zs
         {
@@ -533,7 +559,7 @@ fn validate(spec: &JobSpec, dev: &ZonedDevice) -> Result<(), RunError> {
 /// Runs `jobs` on an existing device (e.g. one loaded from an image).
 pub fn run_on(
     jobs: &[JobSpec],
-    device: Rc<RefCell<ZonedDevice>>,
+    device: Rc<RefCell<Namespace>>,
     settings: &RunSettings,
 ) -> Result<RunOutput, RunError> {
     if jobs.is_empty() {
@@ -548,7 +574,7 @@ pub fn run_on(
     }
     let sim = Sim::new();
     // One host stack per (engine, scheduler) in use, so zone write locks are shared.
-    let mut stacks: BTreeMap<(u8, u8), Rc<HostStack>> = BTreeMap::new();
+    let mut stacks: BTreeMap<(u8, u8), Rc<HostStack<Namespace>>> = BTreeMap::new();
     for spec in jobs {
         let (e, s) = engine_of(spec);
         let key = (e as u8, s as u8);
@@ -565,7 +591,7 @@ pub fn run_on(
         .filter_map(|j| j.max_open_zones)
         .filter(|&m| m > 0)
         .min()
-        .unwrap_or(device.borrow().profile().zns.max_open) as usize;
+        .unwrap_or(device.borrow().profile().zns.max_open.max(1)) as usize;
     let view = Rc::new(RefCell::new(ZoneView::from_device(
         &device.borrow(),
         max_open,
@@ -578,7 +604,7 @@ pub fn run_on(
         }
         groups.last_mut().expect("pushed").push(i);
     }
-    let dev_lbas = device.borrow().zones().total_lbas();
+    let dev_lbas = device.borrow().total_lbas();
     let lba_size = device.borrow().lba_size();
     let specs: Vec<Rc<JobSpec>> = jobs.iter().map(|j| Rc::new(j.clone())).collect();
     let s = sim.clone();
@@ -725,7 +751,7 @@ fn rate_gate(st: &mut CloneState, dir: usize, bytes: u64, now: Nanos) -> Nanos {
 async fn worker(
     sim: Sim,
     st: Rc<RefCell<CloneState>>,
-    stack: Rc<HostStack>,
+    stack: Rc<HostStack<Namespace>>,
     view: Rc<RefCell<ZoneView>>,
 ) {
     loop {
@@ -1009,7 +1035,7 @@ mod tests {
                         prop_assert_eq!(&c1.error, &c2.error);
                         prop_assert!(c1.read.ios() + c1.write.ios() <= ios);
                     }
-                    let inv = o1.device.borrow().zones().check_invariants();
+                    let inv = o1.device.borrow().zoned().expect("zoned profile").zones().check_invariants();
                     prop_assert!(inv.is_ok(), "{:?}", inv);
                 }
                 (Err(e1), Err(e2)) => prop_assert_eq!(e1.to_string(), e2.to_string()),
