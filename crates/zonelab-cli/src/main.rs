@@ -3,6 +3,8 @@
 mod bench_cmd;
 mod fio_cmd;
 mod image;
+mod plot;
+mod reproduce_cmd;
 mod zbench_cmd;
 mod zns_cmd;
 
@@ -39,6 +41,8 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Zone-management benchmark of the ZN540 characterization (reset, finish, open, close).
     Zbench(zbench_cmd::ZbenchArgs),
+    /// Run a paper's experiments and print its values next to ZoneLab's (table, JSON, plots).
+    Reproduce(reproduce_cmd::ReproduceArgs),
     /// List the built-in device profiles, or print one.
     Profiles {
         /// Profile to print as TOML (after --set overrides).
@@ -55,6 +59,7 @@ fn main() -> ExitCode {
         Command::Fio { args } => fio_cmd::run(&args),
         Command::Zns(a) => zns_cmd::run(a),
         Command::Bench(a) => bench_cmd::run(a),
+        Command::Reproduce(a) => reproduce_cmd::run(a),
         Command::Zbench(a) => zbench_cmd::run(a),
         Command::Profiles { name, set } => profiles(name, &set),
     };

@@ -246,13 +246,12 @@ fn zn540_finish_by_occupancy_matches_real() {
 }
 
 #[test]
-#[ignore = "model off: finishing an explicitly opened empty zone pads the whole zone (~949 ms); the ZN540 does it in ~13.5 us"]
+#[ignore = "model off: finishing an explicitly opened empty zone takes ~11.0 us (no padding, close-like firmware work); the ZN540 takes ~13.5 us (-18%)"]
 fn zn540_finish_of_empty_open_zone_matches_real() {
     check(&["finish_0".into()], 0.15);
 }
 
 #[test]
-#[ignore = "model off: close costs ~14.3 us; the ZN540's close is ~11.0 us (+30%)"]
 fn zn540_close_matches_real() {
     check(&["close".into(), "close_implicit".into()], 0.15);
 }
@@ -264,7 +263,6 @@ fn zn540_write_to_closed_zone_matches_real() {
 }
 
 #[test]
-#[ignore = "model off: explicit open costs ~12.9 us; the paper reports 9.56 us (+35%)"]
 fn zn540_open_matches_paper() {
     check_paper("open", 0.15);
 }
@@ -302,7 +300,7 @@ fn zn540_io_median_under_reset_matches_real() {
 }
 
 #[test]
-#[ignore = "model off: concurrent reads and appends barely delay resets (p95 15.3 / 18.5 ms vs the ZN540's 28.0 / 31.5 ms, obs. 13); writes are within 15%"]
+#[ignore = "model off: concurrent reads and appends barely delay resets (p95 15.8 / 18.5 ms vs the ZN540's 28.0 / 31.5 ms, obs. 13); writes are within 15%"]
 fn zn540_reset_p95_under_io_matches_real() {
     let Some((_, rows)) = comparison() else {
         return;

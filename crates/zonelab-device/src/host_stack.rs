@@ -96,6 +96,9 @@ pub trait StackDevice {
     /// Zone size in LBAs, or None for a namespace without zones.
     fn zone_size(&self) -> Option<u64>;
     fn total_lbas(&self) -> u64;
+    /// When a management command that promised completion at `promised` now completes (zone
+    /// resets run at low priority and are pushed back by I/O handled meanwhile).
+    fn management_completion(&self, promised: Nanos) -> Nanos;
 }
 
 macro_rules! stack_device {
@@ -133,6 +136,9 @@ macro_rules! stack_device {
             }
             fn flush(&mut self, now: Nanos, at: Nanos) -> Completion {
                 <$t>::flush(self, now, at)
+            }
+            fn management_completion(&self, promised: Nanos) -> Nanos {
+                <$t>::management_completion(self, promised)
             }
             fn profile(&self) -> &Profile {
                 <$t>::profile(self)
@@ -335,6 +341,7 @@ impl<D: StackDevice + 'static> HostStack<D> {
         let at = issued + self.submit_cost + self.dispatch_cost;
         let now = self.sim.now();
         let mut data = None;
+        let is_management = matches!(cmd, IoCmd::ZoneMgmt { .. });
         let completion: Completion = {
             let mut dev = self.device.borrow_mut();
             match &cmd {
@@ -363,13 +370,24 @@ impl<D: StackDevice + 'static> HostStack<D> {
             }
         };
         self.count(|c| c.dispatched += 1);
-        let completed = completion.done + self.complete_cost;
-        self.sim.sleep_until(completed).await;
+        let mut device_done = completion.done;
+        self.sim.sleep_until(device_done + self.complete_cost).await;
+        if is_management {
+            // A reset's completion moves later while I/O preempts it; wait until it holds.
+            loop {
+                let now_expected = self.device.borrow().management_completion(device_done);
+                if now_expected <= device_done {
+                    break;
+                }
+                device_done = now_expected;
+                self.sim.sleep_until(device_done + self.complete_cost).await;
+            }
+        }
         IoDone {
             status: completion.status,
             issued,
             submitted: at,
-            completed,
+            completed: device_done + self.complete_cost,
             data,
         }
     }

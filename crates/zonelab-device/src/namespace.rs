@@ -140,6 +140,15 @@ impl Namespace {
         each!(self, d => d.flush(now, at))
     }
 
+    /// Current completion time of a zone management command that promised `promised` (see
+    /// [`ZonedDevice::management_completion`]); conventional namespaces have none.
+    pub fn management_completion(&self, promised: Nanos) -> Nanos {
+        match self {
+            Namespace::Zoned(d) => d.management_completion(promised),
+            Namespace::Conventional(_) => promised,
+        }
+    }
+
     pub fn profile(&self) -> &Profile {
         each!(self, d => d.profile())
     }

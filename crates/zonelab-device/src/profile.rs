@@ -155,7 +155,10 @@ pub struct ControllerSection {
     pub cq_post: Duration,
     pub read_cost: Duration,
     pub write_cost: Duration,
-    /// Extra firmware work of a zone append on the append engines (LBA assignment).
+    /// Firmware-core work to hand a zone append to an append engine.
+    pub append_dispatch_cost: Duration,
+    /// Work of a zone append on an append engine (LBA assignment and write handling); the
+    /// data transfer overlaps with it. Appends to all zones share the engines.
     pub append_cost: Duration,
     pub append_engines: u32,
     pub open_cost: Duration,

@@ -97,11 +97,65 @@ pub struct ZonedDevice {
     pub(crate) progress: Vec<ZoneProgress>,
     pub(crate) conventional: Option<PageFtl>,
     pub(crate) counters: DeviceCounters,
+    /// Zone resets in progress on the firmware's low-priority management path.
+    #[serde(default)]
+    pub(crate) management: Management,
+}
+
+/// Zone management work runs on the firmware core at lower priority than I/O: it uses the core
+/// only when no command needs it, so every I/O command handled while a reset is in progress
+/// delays that reset by the command's firmware time, and I/O latency never waits for a reset
+/// (seed 001 obs. 12 and 13). Resets run one at a time.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Management {
+    /// (completion first promised, completion now expected) per reset not yet complete.
+    pending: Vec<(Nanos, Nanos)>,
+    /// When the management path is free of all queued work.
+    free_at: Nanos,
+}
+
+impl Management {
+    /// Queues `work` arriving at `at`; returns its provisional completion time.
+    fn submit(&mut self, now: Nanos, at: Nanos, work: Nanos) -> Nanos {
+        self.pending.retain(|&(_, done)| done > now);
+        let start = at.max(self.free_at);
+        let done = start + work;
+        self.free_at = done;
+        self.pending.push((done, done));
+        done
+    }
+
+    /// An I/O command took `fw` of firmware time at `at`: work in progress or queued then is
+    /// pushed back by as much.
+    fn preempt(&mut self, at: Nanos, fw: Nanos) {
+        if self.free_at <= at {
+            return;
+        }
+        for (_, done) in self.pending.iter_mut() {
+            if *done > at {
+                *done += fw;
+            }
+        }
+        self.free_at += fw;
+    }
+
+    fn current(&self, promised: Nanos) -> Nanos {
+        self.pending
+            .iter()
+            .find(|&&(p, _)| p == promised)
+            .map_or(promised, |&(_, done)| done)
+    }
 }
 
 impl ZonedDevice {
     pub fn new(profile: Profile, payload: PayloadMode) -> Result<ZonedDevice, ProfileError> {
         profile.validate()?;
+        if profile.namespace != crate::profile::NamespaceKind::Zoned {
+            return Err(ProfileError::Invalid(format!(
+                "profile '{}' describes a conventional namespace, not a zoned one; use a zoned profile such as zn540",
+                profile.name
+            )));
+        }
         let lba_size = profile.lba_size();
         let z = &profile.zns;
         let geom = ZoneGeometry {
@@ -161,6 +215,7 @@ impl ZonedDevice {
             zones,
             map,
             conventional,
+            management: Management::default(),
             profile,
         })
     }
@@ -302,17 +357,30 @@ impl ZonedDevice {
             }
             self.counters.implicit_opens += 1;
         }
-        let mut t = self.firmware.run(now, at, cost);
-        if append {
+        let bytes = nlb * self.lba_size;
+        self.management.preempt(
+            at,
+            if append {
+                c.append_dispatch_cost.0
+            } else {
+                cost
+            },
+        );
+        let t = if append {
+            // Appends take their own path: the core hands them to an append engine, and the
+            // data moves over PCIe while the engine assigns the LBA (seed 001 obs. 4-6).
+            let t = self.firmware.run(now, at, c.append_dispatch_cost.0);
             let engine = (0..self.append_engines.len())
                 .min_by_key(|&i| self.append_engines[i].free_after(t))
                 .expect("at least one append engine");
-            t = self.append_engines[engine].reserve(now, t, append_cost) + append_cost;
+            let assigned = self.append_engines[engine].reserve(now, t, append_cost) + append_cost;
             self.counters.appends += 1;
+            assigned.max(self.pcie.to_device(now, t, bytes))
         } else {
+            let t = self.firmware.run(now, at, cost);
             self.counters.writes += 1;
-        }
-        t = self.pcie.to_device(now, t, nlb * self.lba_size);
+            self.pcie.to_device(now, t, bytes)
+        };
         let in_buffer = self.buffer.admit(t, nlb);
         self.counters.written_lbas += nlb;
         self.data.write(zone.0, off, !conventional, data);
@@ -327,6 +395,13 @@ impl ZonedDevice {
             done: in_buffer + c.cq_post.0,
             status: Ok(Some(outcome.lba)),
         }
+    }
+
+    /// The current completion time of a management command (zone reset) that promised
+    /// `promised`: later when I/O handled in the meantime took the firmware core first.
+    pub fn management_completion(&self, promised: Nanos) -> Nanos {
+        let cq = self.profile.controller.cq_post.0;
+        self.management.current(promised.saturating_sub(cq)) + cq
     }
 
     /// Largest transfer one command may carry (the buffer must hold it; MDTS-like).
@@ -372,6 +447,7 @@ impl ZonedDevice {
         }
         self.counters.reads += 1;
         self.counters.read_lbas += nlb;
+        self.management.preempt(at, c.read_cost.0);
         let t = self.firmware.run(now, at, c.read_cost.0);
         let mut data_ready = t;
         let mut out = out;
@@ -473,15 +549,15 @@ impl ZonedDevice {
             };
             match r {
                 Ok(v) => v,
-                Err(s) => return self.error(now, at, base_cost, s),
+                Err(s) => return self.error(now, at, c.open_cost.0, s),
             }
         } else {
             let zone = match self.zones.zone_of(zslba) {
                 Ok(z) => z,
-                Err(s) => return self.error(now, at, base_cost, s),
+                Err(s) => return self.error(now, at, c.open_cost.0, s),
             };
             if self.zones.zone(zone).start != zslba {
-                return self.error(now, at, base_cost, NvmeStatus::InvalidFieldInCommand);
+                return self.error(now, at, c.open_cost.0, NvmeStatus::InvalidFieldInCommand);
             }
             let r = match action {
                 ZoneAction::Open => self.zones.open(zone),
@@ -492,7 +568,7 @@ impl ZonedDevice {
             };
             match r {
                 Ok(o) => vec![(zone, o)],
-                Err(s) => return self.error(now, at, base_cost, s),
+                Err(s) => return self.error(now, at, c.open_cost.0, s),
             }
         };
         let mut t = at;
@@ -518,7 +594,6 @@ impl ZonedDevice {
         o: MgmtOutcome,
         cost: Nanos,
     ) -> (Nanos, Nanos) {
-        let c = &self.profile.controller;
         let noop = o.from == o.to;
         match action {
             ZoneAction::Open => {
@@ -538,11 +613,13 @@ impl ZonedDevice {
             }
             ZoneAction::Reset => {
                 if noop {
-                    let t = self.firmware.run(now, at, cost);
+                    let t = self.management.submit(now, at, cost);
                     return (t, t);
                 }
                 self.counters.zone_resets += 1;
-                let t = self.firmware.run(now, at, cost + self.reset_work(zone, o));
+                let t = self
+                    .management
+                    .submit(now, at, cost + self.reset_work(zone, o));
                 self.discard_buffered(zone);
                 self.data.clear(zone.0);
                 self.progress[zone.0 as usize] = ZoneProgress::default();
@@ -556,7 +633,14 @@ impl ZonedDevice {
                     return (t, t);
                 }
                 self.counters.zone_finishes += 1;
-                let t = self.firmware.run(now, at, cost);
+                if o.written == 0 {
+                    // Nothing written: no flash block is open, so nothing needs padding; the
+                    // zone is only marked full (the ZN540 finishes an empty zone in ~13 us).
+                    let c = self.profile.controller;
+                    let t = self.firmware.run(now, at, c.close_cost.0);
+                    return (t, t);
+                }
+                let t = self.management.submit(now, at, cost);
                 let ready = self.ensure_mapped(now, t, zone);
                 let end = self.pad_zone(now, ready, zone);
                 (t, end)
