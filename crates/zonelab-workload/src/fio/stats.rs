@@ -392,18 +392,19 @@ impl BwLog {
         self.interval_ms
     }
     /// An I/O of `bytes` completed at `t_ns` since the job (measurement) start.
+    #[inline]
     pub fn record(&mut self, t_ns: u64, bytes: u64) {
-        let idx = t_ns / self.interval_ns;
-        match &mut self.current {
-            Some((i, b, n)) if *i == idx => {
-                *b = b.saturating_add(bytes);
-                *n += 1;
-            }
-            _ => {
-                self.flush();
-                self.current = Some((idx, bytes, 1));
-            }
+        // Most completions fall in the interval being filled: check its bounds before dividing.
+        if let Some((i, b, n)) = &mut self.current
+            && t_ns >= *i * self.interval_ns
+            && t_ns - *i * self.interval_ns < self.interval_ns
+        {
+            *b = b.saturating_add(bytes);
+            *n += 1;
+            return;
         }
+        self.flush();
+        self.current = Some((t_ns / self.interval_ns, bytes, 1));
     }
     /// Moves the interval being filled into the sparse table.
     fn flush(&mut self) {
