@@ -43,10 +43,13 @@ impl WriteData<'_> {
 }
 
 /// Owned write data, for commands queued in the host stack.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum OwnedData {
     Bytes(Vec<u8>),
     Fingerprints(Vec<u64>),
+    /// One block's fingerprint, held inline: the most common write (one block in fingerprint
+    /// mode) then needs no allocation. Equal to `Fingerprints` holding the same single value.
+    Fingerprint(u64),
 }
 
 impl OwnedData {
@@ -54,14 +57,21 @@ impl OwnedData {
         match self {
             OwnedData::Bytes(b) => WriteData::Bytes(b),
             OwnedData::Fingerprints(f) => WriteData::Fingerprints(f),
+            OwnedData::Fingerprint(f) => WriteData::Fingerprints(std::slice::from_ref(f)),
         }
     }
     /// Appends `other` to this data, as a merged request carries both; false (and nothing
     /// changes) when the two are of different kinds and cannot merge.
     pub fn try_extend(&mut self, other: &OwnedData) -> bool {
-        match (self, other) {
-            (OwnedData::Bytes(a), OwnedData::Bytes(b)) => a.extend_from_slice(b),
-            (OwnedData::Fingerprints(a), OwnedData::Fingerprints(b)) => a.extend_from_slice(b),
+        match (&mut *self, other.as_ref()) {
+            (OwnedData::Bytes(a), WriteData::Bytes(b)) => a.extend_from_slice(b),
+            (OwnedData::Fingerprints(a), WriteData::Fingerprints(b)) => a.extend_from_slice(b),
+            (OwnedData::Fingerprint(a), WriteData::Fingerprints(b)) => {
+                let mut v = Vec::with_capacity(1 + b.len());
+                v.push(*a);
+                v.extend_from_slice(b);
+                *self = OwnedData::Fingerprints(v);
+            }
             _ => return false,
         }
         true
@@ -71,12 +81,24 @@ impl OwnedData {
     }
     /// One fingerprint per block.
     pub fn fingerprints(&self, lba_size: u64) -> Vec<u64> {
-        match self {
-            OwnedData::Fingerprints(f) => f.clone(),
-            OwnedData::Bytes(b) => b.chunks(lba_size as usize).map(fingerprint).collect(),
+        match self.as_ref() {
+            WriteData::Fingerprints(f) => f.to_vec(),
+            WriteData::Bytes(b) => b.chunks(lba_size as usize).map(fingerprint).collect(),
         }
     }
 }
+
+impl PartialEq for OwnedData {
+    /// Same kind and same contents, whether fingerprints are held inline or in a vector.
+    fn eq(&self, other: &Self) -> bool {
+        match (self.as_ref(), other.as_ref()) {
+            (WriteData::Bytes(a), WriteData::Bytes(b)) => a == b,
+            (WriteData::Fingerprints(a), WriteData::Fingerprints(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+impl Eq for OwnedData {}
 
 /// 64-bit digest of a block's bytes (FNV-1a over 8-byte words, then a splitmix finalizer).
 pub fn fingerprint(block: &[u8]) -> u64 {
@@ -299,6 +321,21 @@ impl DataStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inline_fingerprint_behaves_like_a_one_element_vector() {
+        let one = OwnedData::Fingerprint(7);
+        assert_eq!(one, OwnedData::Fingerprints(vec![7]));
+        assert_ne!(one, OwnedData::Fingerprints(vec![7, 8]));
+        assert_eq!(one.blocks(4096), 1);
+        assert_eq!(one.fingerprints(4096), vec![7]);
+        let mut merged = one.clone();
+        assert!(merged.try_extend(&OwnedData::Fingerprint(8)));
+        assert!(merged.try_extend(&OwnedData::Fingerprints(vec![9])));
+        assert_eq!(merged, OwnedData::Fingerprints(vec![7, 8, 9]));
+        assert!(!merged.try_extend(&OwnedData::Bytes(vec![0; 4096])));
+        assert_eq!(merged.blocks(4096), 3);
+    }
 
     #[test]
     fn sequential_round_trip_in_both_modes() {

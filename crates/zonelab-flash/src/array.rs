@@ -48,6 +48,10 @@ pub struct FlashArray {
     /// Per (die, plane): block states, allocated on first touch. Blocks start erased.
     blocks: Vec<Option<Vec<BlockState>>>,
     counters: FlashCounters,
+    /// The last partial-page read size and its channel time (which takes a division); reads
+    /// mostly repeat one size. A cache, so not serialized.
+    #[serde(skip)]
+    last_transfer: Option<(u64, Nanos)>,
 }
 
 impl FlashArray {
@@ -61,6 +65,7 @@ impl FlashArray {
             geometry,
             timing,
             counters: FlashCounters::default(),
+            last_transfer: None,
         }
     }
 
@@ -154,9 +159,15 @@ impl FlashArray {
         let ch = self.geometry.channel_of(p.block.die) as usize;
         let die = p.block.die.0 as usize;
         let t_r = self.timing.read;
-        let xfer = self
-            .timing
-            .transfer(bytes.min(self.geometry.page_size), self.geometry.page_size);
+        let bytes = bytes.min(self.geometry.page_size);
+        let xfer = match self.last_transfer {
+            Some((b, xfer)) if b == bytes => xfer,
+            _ => {
+                let xfer = self.timing.transfer(bytes, self.geometry.page_size);
+                self.last_transfer = Some((bytes, xfer));
+                xfer
+            }
+        };
         let sense_start = self.dies[die].reserve(now, at, t_r);
         let xfer_start = self.channels[ch].reserve(now, sense_start + t_r, xfer);
         xfer_start + xfer

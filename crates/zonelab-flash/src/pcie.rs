@@ -11,6 +11,10 @@ pub struct PcieLink {
     per_transfer: Nanos,
     to_device: Timeline,
     to_host: Timeline,
+    /// The last transfer size and its cost: commands mostly repeat one size, and the cost
+    /// takes a 64-bit division. A cache, so not serialized.
+    #[serde(skip)]
+    last_cost: Option<(u64, Nanos)>,
 }
 
 impl PcieLink {
@@ -24,13 +28,21 @@ impl PcieLink {
             per_transfer,
             to_device: Timeline::new(),
             to_host: Timeline::new(),
+            last_cost: None,
         }
     }
     pub fn bandwidth(&self) -> u64 {
         self.bytes_per_sec
     }
-    fn cost(&self, bytes: u64) -> Nanos {
-        self.per_transfer + Nanos::for_transfer(bytes, self.bytes_per_sec)
+    fn cost(&mut self, bytes: u64) -> Nanos {
+        match self.last_cost {
+            Some((b, cost)) if b == bytes => cost,
+            _ => {
+                let cost = self.per_transfer + Nanos::for_transfer(bytes, self.bytes_per_sec);
+                self.last_cost = Some((bytes, cost));
+                cost
+            }
+        }
     }
     /// Host-to-device DMA of `bytes` starting no earlier than `at`; returns when it ends.
     pub fn to_device(&mut self, now: Nanos, at: Nanos, bytes: u64) -> Nanos {

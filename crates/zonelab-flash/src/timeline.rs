@@ -34,12 +34,51 @@ impl Timeline {
     /// Reserves `duration` starting at the first free moment at or after `earliest`; returns the
     /// start. `now` is the simulation's current time: reservations that ended before it are
     /// forgotten.
+    ///
+    /// Most reservations take one of the short paths (after or during the last reservation);
+    /// gap filling is out of line in [`Timeline::reserve_in_gap`].
     pub fn reserve(&mut self, now: Nanos, earliest: Nanos, duration: Nanos) -> Nanos {
         debug_assert!(
             earliest >= now,
             "reservation in the past: {earliest} < {now}"
         );
-        while self.head < self.busy.len() && self.busy[self.head].1 <= now {
+        self.forget_before(now);
+        self.busy_total += duration;
+        if duration == Nanos::ZERO {
+            return earliest;
+        }
+        match self.busy.last_mut() {
+            // At or after the end of the last reservation (the in-order case).
+            Some(last) if earliest >= last.1 => {
+                if earliest == last.1 {
+                    last.1 = earliest + duration;
+                } else {
+                    self.busy.push((earliest, earliest + duration));
+                    self.cap_intervals();
+                }
+                earliest
+            }
+            // During the last reservation: no gap can start early enough, so queue right
+            // behind it (what first fit finds too; a busy resource's common case).
+            Some(last) if earliest >= last.0 => {
+                let start = last.1;
+                last.1 = start + duration;
+                start
+            }
+            None => {
+                self.busy.push((earliest, earliest + duration));
+                earliest
+            }
+            Some(_) => self.reserve_in_gap(earliest, duration),
+        }
+    }
+
+    /// Drops the intervals that ended by `now`.
+    #[inline]
+    fn forget_before(&mut self, now: Nanos) {
+        while let Some(&(_, end)) = self.busy.get(self.head)
+            && end <= now
+        {
             self.head += 1;
         }
         if self.head == self.busy.len() {
@@ -49,29 +88,17 @@ impl Timeline {
             self.busy.drain(..self.head);
             self.head = 0;
         }
-        self.busy_total += duration;
-        if duration == Nanos::ZERO {
-            return earliest;
+    }
+
+    /// First fit for a request that starts before the end of the last reservation.
+    #[inline(never)]
+    fn reserve_in_gap(&mut self, earliest: Nanos, duration: Nanos) -> Nanos {
+        // Skip intervals that end before the request; then first fit. The request usually
+        // lands near the end, so search from there (ends increase along the list).
+        let mut idx = self.busy.len();
+        while idx > self.head && self.busy[idx - 1].1 > earliest {
+            idx -= 1;
         }
-        // Fast path: at or after the last reservation (the common, in-order case).
-        match self.busy.last_mut() {
-            Some(last) if earliest >= last.1 => {
-                if earliest == last.1 {
-                    last.1 = earliest + duration;
-                } else {
-                    self.busy.push((earliest, earliest + duration));
-                    self.cap_intervals();
-                }
-                return earliest;
-            }
-            None => {
-                self.busy.push((earliest, earliest + duration));
-                return earliest;
-            }
-            _ => {}
-        }
-        // Skip intervals that end before the request; then first fit.
-        let mut idx = self.head + self.live().partition_point(|&(_, e)| e <= earliest);
         let mut start = earliest;
         while idx < self.busy.len() {
             let (s, e) = self.busy[idx];
@@ -100,11 +127,13 @@ impl Timeline {
         start
     }
 
+    /// Merges the two oldest live intervals when there are too many. The merged interval
+    /// replaces the second one and the head moves past the first: no element moves.
     fn cap_intervals(&mut self) {
         if self.busy.len() - self.head > MAX_INTERVALS {
             let h = self.head;
-            self.busy[h].1 = self.busy[h + 1].1;
-            self.busy.remove(h + 1);
+            self.busy[h + 1].0 = self.busy[h].0;
+            self.head += 1;
         }
     }
 

@@ -8,9 +8,9 @@
 //! queue of the executor running on this thread; no allocation per wake-up.
 
 use crate::Nanos;
+use crate::timers::TimerQueue;
 use std::cell::{Cell, RefCell};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -46,13 +46,6 @@ struct Slot {
     queued: bool,
 }
 
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct Timer {
-    at: Nanos,
-    seq: u64,
-    task: u64,
-}
-
 struct Inner {
     now: Cell<Nanos>,
     seq: Cell<u64>,
@@ -60,7 +53,7 @@ struct Inner {
     slots: RefCell<Vec<Slot>>,
     free: RefCell<Vec<usize>>,
     ready: RefCell<VecDeque<TaskKey>>,
-    timers: RefCell<BinaryHeap<Reverse<Timer>>>,
+    timers: RefCell<TimerQueue>,
     /// Tasks spawned while the executor is polling another task.
     spawned: RefCell<Vec<(usize, TaskFuture)>>,
     live: Cell<usize>,
@@ -135,7 +128,7 @@ impl Sim {
                 slots: RefCell::new(Vec::new()),
                 free: RefCell::new(Vec::new()),
                 ready: RefCell::new(VecDeque::new()),
-                timers: RefCell::new(BinaryHeap::new()),
+                timers: RefCell::new(TimerQueue::new()),
                 spawned: RefCell::new(Vec::new()),
                 live: Cell::new(0),
             }),
@@ -155,16 +148,16 @@ impl Sim {
     }
 
     /// Resolves when simulated time reaches `at` (at once if it already has).
-    pub fn sleep_until(&self, at: Nanos) -> Sleep {
+    pub fn sleep_until(&self, at: Nanos) -> Sleep<'_> {
         Sleep {
-            sim: self.clone(),
+            sim: self,
             at,
             registered: false,
         }
     }
 
     /// Resolves after `span` of simulated time.
-    pub fn sleep(&self, span: Nanos) -> Sleep {
+    pub fn sleep(&self, span: Nanos) -> Sleep<'_> {
         self.sleep_until(self.now() + span)
     }
 
@@ -176,11 +169,10 @@ impl Sim {
     fn add_timer(&self, at: Nanos, waker: &Waker) {
         let seq = self.inner.seq.get();
         self.inner.seq.set(seq + 1);
-        self.inner.timers.borrow_mut().push(Reverse(Timer {
-            at,
-            seq,
-            task: waker.data() as usize as u64,
-        }));
+        self.inner
+            .timers
+            .borrow_mut()
+            .push(at, seq, waker.data() as usize as u64);
     }
 
     /// Starts `future` as a new simulated thread. It first runs after the caller yields.
@@ -276,26 +268,20 @@ impl Sim {
                 }
             }
             // Nothing ready: jump to the next deadline and wake everything due then.
-            let next = self.inner.timers.borrow_mut().pop();
-            let Some(Reverse(timer)) = next else {
+            let mut timers = self.inner.timers.borrow_mut();
+            let Some((at, task)) = timers.pop() else {
                 return Err(Deadlock {
                     at: self.now(),
                     tasks: self.inner.live.get(),
                 });
             };
-            debug_assert!(timer.at >= self.now(), "timer in the past");
-            self.inner.now.set(timer.at.max(self.now()));
-            self.inner.schedule(TaskKey(timer.task));
-            loop {
-                let due = {
-                    let timers = self.inner.timers.borrow();
-                    matches!(timers.peek(), Some(Reverse(t)) if t.at <= self.now())
-                };
-                if !due {
-                    break;
-                }
-                let Reverse(t) = self.inner.timers.borrow_mut().pop().expect("peeked");
-                self.inner.schedule(TaskKey(t.task));
+            debug_assert!(at >= self.now(), "timer in the past");
+            let now = at.max(self.now());
+            self.inner.now.set(now);
+            self.inner.schedule(TaskKey(task));
+            while timers.peek_deadline().is_some_and(|t| t <= now) {
+                let (_, task) = timers.pop().expect("peeked");
+                self.inner.schedule(TaskKey(task));
             }
         }
     }
@@ -361,14 +347,15 @@ impl std::fmt::Display for Deadlock {
 }
 impl std::error::Error for Deadlock {}
 
-/// Future returned by [`Sim::sleep_until`].
-pub struct Sleep {
-    sim: Sim,
+/// Future returned by [`Sim::sleep_until`]. It borrows the [`Sim`] rather than cloning its
+/// handle: sleeps are the most frequent future of a simulation.
+pub struct Sleep<'a> {
+    sim: &'a Sim,
     at: Nanos,
     registered: bool,
 }
 
-impl Future for Sleep {
+impl Future for Sleep<'_> {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.sim.now() >= self.at {

@@ -13,6 +13,7 @@ mod executor;
 mod rng;
 pub mod sync;
 mod time;
+mod timers;
 
 pub use executor::{JoinHandle, Sim, SimStats};
 pub use rng::SimRng;

@@ -177,12 +177,8 @@ fn latency_buckets(j: &JobReport) -> ([f64; 10], [f64; 10], [f64; 12]) {
     let mut ms = [0u64; 12];
     let mut total = 0u64;
     for d in [&j.read, &j.write] {
-        for it in d
-            .lat
-            .histogram()
-            .into_iter()
-            .flat_map(|h| h.iter_recorded())
-        {
+        let hist = d.lat.histogram();
+        for it in hist.iter().flat_map(|h| h.iter_recorded()) {
             let v = it.value_iterated_to();
             let c = it.count_at_value();
             total += c;

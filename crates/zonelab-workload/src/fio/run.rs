@@ -197,13 +197,16 @@ enum Planned {
 }
 
 impl CloneState {
+    fn next_fingerprint(&mut self) -> u64 {
+        self.fp_counter += 1;
+        self.rng.next_u64() ^ self.fp_counter
+    }
+
     fn next_fingerprints(&mut self, n: u64) -> OwnedData {
-        let mut v = Vec::with_capacity(n as usize);
-        for _ in 0..n {
-            self.fp_counter += 1;
-            v.push(self.rng.next_u64() ^ self.fp_counter);
+        if n == 1 {
+            return OwnedData::Fingerprint(self.next_fingerprint());
         }
-        OwnedData::Fingerprints(v)
+        OwnedData::Fingerprints((0..n).map(|_| self.next_fingerprint()).collect())
     }
 
     fn exhausted(&self, now: Nanos) -> bool {

@@ -1,7 +1,7 @@
 //! Per-direction I/O statistics, fio style.
 //!
 //! Latencies are kept twice: exactly (count, min, max, sum, sum of squares; so mean and
-//! standard deviation are exact) and in an HdrHistogram (3 significant digits,
+//! standard deviation are exact) and as HdrHistogram bucket counts (3 significant digits,
 //! auto-resizing) for percentiles. Like fio, the standard deviation is the *sample*
 //! standard deviation (divide by n-1; 0 for fewer than two samples).
 
@@ -18,6 +18,109 @@ fn new_histogram() -> Histogram<u64> {
     let mut h = Histogram::new(3).unwrap_or_else(|_| unreachable!("sigfig 3 is valid"));
     h.auto(true);
     h
+}
+
+/// Half the sub-buckets of a bucket, as a power of two, in HdrHistogram's layout for 3
+/// significant digits: 2048 sub-buckets resolve 1 part in 2000.
+const SUB_BUCKET_HALF_MAGNITUDE: u32 = 10;
+const SUB_BUCKET_HALF_COUNT: usize = 1 << SUB_BUCKET_HALF_MAGNITUDE;
+const SUB_BUCKET_MASK: u64 = (1 << (SUB_BUCKET_HALF_MAGNITUDE + 1)) - 1;
+
+/// Latency counts laid out exactly as [`Histogram`] lays out its counts for
+/// `Histogram::new(3)` (lowest discernible value 1, 3 significant digits).
+///
+/// Recording is the hot path of a run (two histograms per I/O): here it is an index
+/// computation and an increment, where `Histogram::record` also checks ranges, tracks min, max
+/// and total, and may resize. The `Histogram` is built from these counts when a report asks
+/// for it ([`HdrCounts::to_histogram`]); since every bucket's count is the same, so is
+/// everything the histogram reports (percentiles, `iter_recorded`, min, max, equality).
+#[derive(Debug, Clone, Default)]
+struct HdrCounts {
+    /// Indexed like the histogram's counts; grows to the highest index recorded.
+    counts: Vec<u64>,
+}
+
+impl HdrCounts {
+    /// HdrHistogram's `index_for` with unit magnitude 0 and 2048 sub-buckets.
+    #[inline]
+    fn index_of(v: u64) -> usize {
+        // Bucket b holds values of magnitude 2^(b+10) ..; bucket 0 holds 0..2048.
+        let bucket = 63 - SUB_BUCKET_HALF_MAGNITUDE - (v | SUB_BUCKET_MASK).leading_zeros();
+        let sub_bucket = (v >> bucket) as usize;
+        ((bucket as usize + 1) << SUB_BUCKET_HALF_MAGNITUDE) + sub_bucket - SUB_BUCKET_HALF_COUNT
+    }
+
+    /// The lowest value counted at `index` (the inverse of [`HdrCounts::index_of`]).
+    fn value_at(index: usize) -> u64 {
+        let bucket = (index >> SUB_BUCKET_HALF_MAGNITUDE) as i64 - 1;
+        let mut sub_bucket = (index & (SUB_BUCKET_HALF_COUNT - 1)) + SUB_BUCKET_HALF_COUNT;
+        let bucket = if bucket < 0 {
+            sub_bucket -= SUB_BUCKET_HALF_COUNT;
+            0
+        } else {
+            bucket as u32
+        };
+        (sub_bucket as u64) << bucket
+    }
+
+    #[inline]
+    fn record(&mut self, v: u64) {
+        let i = Self::index_of(v);
+        match self.counts.get_mut(i) {
+            Some(c) => *c += 1,
+            None => {
+                self.counts.resize(i + 1, 0);
+                self.counts[i] = 1;
+            }
+        }
+    }
+
+    fn merge(&mut self, o: &HdrCounts) {
+        if self.counts.len() < o.counts.len() {
+            self.counts.resize(o.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&o.counts) {
+            *a += b;
+        }
+    }
+
+    /// Counts without trailing empty buckets.
+    fn used(&self) -> &[u64] {
+        let n = self
+            .counts
+            .iter()
+            .rposition(|&c| c > 0)
+            .map_or(0, |i| i + 1);
+        &self.counts[..n]
+    }
+
+    /// The histogram these counts describe, given the largest value recorded (it stands for
+    /// its bucket, so that the histogram's own maximum is exact, as with direct recording).
+    fn to_histogram(&self, max: u64) -> Histogram<u64> {
+        let mut h = new_histogram();
+        let used = self.used();
+        for (i, &c) in used.iter().enumerate() {
+            if c > 0 {
+                let v = if i + 1 == used.len() {
+                    max
+                } else {
+                    Self::value_at(i)
+                };
+                debug_assert_eq!(Self::index_of(v), i);
+                // Auto-resizing covers every u64; clamp like `LatStat` always did regardless.
+                if h.record_n(v, c).is_err() {
+                    h.saturating_record_n(v, c);
+                }
+            }
+        }
+        h
+    }
+}
+
+impl PartialEq for HdrCounts {
+    fn eq(&self, other: &Self) -> bool {
+        self.used() == other.used()
+    }
 }
 
 fn mean_of(n: u64, sum: u128) -> f64 {
@@ -60,6 +163,7 @@ impl SampleStat {
     pub fn new() -> Self {
         Self::default()
     }
+    #[inline]
     pub fn record(&mut self, v: u64) {
         if self.n == 0 || v < self.min {
             self.min = v;
@@ -119,10 +223,10 @@ impl SampleStat {
 
 /// A latency distribution in nanoseconds: exact moments plus a histogram (omitted for
 /// distributions whose percentiles are never reported, such as fio's slat).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LatStat {
     exact: SampleStat,
-    hist: Option<Histogram<u64>>,
+    hist: Option<HdrCounts>,
 }
 
 impl Default for LatStat {
@@ -131,17 +235,11 @@ impl Default for LatStat {
     }
 }
 
-impl PartialEq for LatStat {
-    fn eq(&self, other: &Self) -> bool {
-        self.exact == other.exact && self.hist == other.hist
-    }
-}
-
 impl LatStat {
     pub fn new() -> Self {
         LatStat {
             exact: SampleStat::new(),
-            hist: Some(new_histogram()),
+            hist: Some(HdrCounts::default()),
         }
     }
     /// Exact moments only: `percentile` falls back to the mean.
@@ -151,20 +249,17 @@ impl LatStat {
             hist: None,
         }
     }
+    #[inline]
     pub fn record(&mut self, ns: u64) {
         self.exact.record(ns);
-        // `record` auto-resizes; values beyond the largest trackable one are clamped.
-        if let Some(h) = self.hist.as_mut()
-            && h.record(ns).is_err()
-        {
-            h.saturating_record(ns);
+        if let Some(h) = self.hist.as_mut() {
+            h.record(ns);
         }
     }
     pub fn merge(&mut self, o: &LatStat) {
         self.exact.merge(&o.exact);
-        // Auto-resizing histograms with equal precision always add.
         if let (Some(h), Some(oh)) = (self.hist.as_mut(), o.hist.as_ref()) {
-            let _ = h.add(oh);
+            h.merge(oh);
         }
     }
     pub fn count(&self) -> u64 {
@@ -184,24 +279,34 @@ impl LatStat {
     }
     /// Value at percentile `p` (0..=100), clamped to the exact [min, max]; 0 when empty.
     pub fn percentile(&self, p: f64) -> u64 {
-        if self.count() == 0 {
-            return 0;
-        }
-        let q = (p / 100.0).clamp(0.0, 1.0);
-        match &self.hist {
-            Some(h) => h.value_at_quantile(q).clamp(self.min(), self.max()),
-            None => self.mean().round() as u64,
-        }
+        self.percentiles_of(&[p])[0]
     }
     /// `(percentile, value)` for fio's default list.
     pub fn fio_percentiles(&self) -> Vec<(f64, u64)> {
         FIO_PERCENTILES
             .iter()
-            .map(|&p| (p, self.percentile(p)))
+            .copied()
+            .zip(self.percentiles_of(&FIO_PERCENTILES))
             .collect()
     }
-    pub fn histogram(&self) -> Option<&Histogram<u64>> {
-        self.hist.as_ref()
+    /// [`LatStat::percentile`] of each of `ps`, building the histogram once.
+    fn percentiles_of(&self, ps: &[f64]) -> Vec<u64> {
+        if self.count() == 0 {
+            return vec![0; ps.len()];
+        }
+        let hist = self.histogram();
+        ps.iter()
+            .map(|&p| match &hist {
+                Some(h) => h
+                    .value_at_quantile((p / 100.0).clamp(0.0, 1.0))
+                    .clamp(self.min(), self.max()),
+                None => self.mean().round() as u64,
+            })
+            .collect()
+    }
+    /// The latency histogram (built on each call: for reports, not for loops).
+    pub fn histogram(&self) -> Option<Histogram<u64>> {
+        self.hist.as_ref().map(|h| h.to_histogram(self.max()))
     }
 }
 
@@ -302,18 +407,19 @@ impl BwLog {
         self.interval_ms
     }
     /// An I/O of `bytes` completed at `t_ns` since the job (measurement) start.
+    #[inline]
     pub fn record(&mut self, t_ns: u64, bytes: u64) {
-        let idx = t_ns / self.interval_ns;
-        match &mut self.current {
-            Some((i, b, n)) if *i == idx => {
-                *b = b.saturating_add(bytes);
-                *n += 1;
-            }
-            _ => {
-                self.flush();
-                self.current = Some((idx, bytes, 1));
-            }
+        // Most completions fall in the interval being filled: check its bounds before dividing.
+        if let Some((i, b, n)) = &mut self.current
+            && t_ns >= *i * self.interval_ns
+            && t_ns - *i * self.interval_ns < self.interval_ns
+        {
+            *b = b.saturating_add(bytes);
+            *n += 1;
+            return;
         }
+        self.flush();
+        self.current = Some((t_ns / self.interval_ns, bytes, 1));
     }
     /// Moves the interval being filled into the sparse table.
     fn flush(&mut self) {
@@ -438,6 +544,47 @@ mod tests {
         assert_eq!(s.percentile(90.0), 9);
         assert_eq!(s.percentile(99.99), 10);
         assert_eq!(LatStat::new().percentile(50.0), 0);
+    }
+
+    #[test]
+    fn counts_build_the_histogram_direct_recording_builds() {
+        let mut values: Vec<u64> = (0..5000).collect();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for shift in 0..64 {
+            for _ in 0..50 {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                values.push(x >> shift);
+            }
+        }
+        values.extend([u64::MAX, u64::MAX - 1, 1 << 63, (1 << 63) - 1]);
+        let mut direct = new_histogram();
+        let mut counts = HdrCounts::default();
+        for &v in &values {
+            direct.record(v).unwrap();
+            counts.record(v);
+            assert_eq!(
+                HdrCounts::value_at(HdrCounts::index_of(v)),
+                direct.lowest_equivalent(v)
+            );
+        }
+        let built = counts.to_histogram(*values.iter().max().unwrap());
+        assert_eq!(built.len(), direct.len());
+        assert_eq!(built.max(), direct.max());
+        assert_eq!(built.min_nz(), direct.min_nz());
+        assert_eq!(built.distinct_values(), direct.distinct_values());
+        assert!(built == direct, "histograms differ");
+        for q in [0.0, 0.01, 0.5, 0.9, 0.999, 1.0] {
+            assert_eq!(built.value_at_quantile(q), direct.value_at_quantile(q));
+        }
+        let a: Vec<_> = built
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect();
+        let b: Vec<_> = direct
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect();
+        assert_eq!(a, b);
     }
 
     #[test]
