@@ -377,11 +377,10 @@ impl CloneState {
         let slba = zslba + view.wp[zone as usize];
         view.wp[zone as usize] += n;
         view.mark_open(zone);
-        if view.is_full(zone) {
-            view.mark_closed(zone);
-            if !self.spec.rw.is_random() {
-                self.zone_cursor_write += 1;
-            }
+        // A zone filled by this write stays counted as open until the write completes: the
+        // device holds it open until then (rate limits can delay the submission).
+        if view.is_full(zone) && !self.spec.rw.is_random() {
+            self.zone_cursor_write += 1;
         }
         let data = self.next_fingerprints(n);
         let cmd = if self.spec.zone_append {
@@ -801,6 +800,10 @@ async fn worker(
                 bytes,
                 zone,
             } => {
+                // In flight from planning on, so no reset is planned for the zone meanwhile.
+                if let Some(z) = zone {
+                    view.borrow_mut().in_flight[z as usize] += 1;
+                }
                 let gate = {
                     let mut s = st.borrow_mut();
                     s.issued_bytes += bytes;
@@ -810,12 +813,13 @@ async fn worker(
                 if gate > sim.now() {
                     sim.sleep_until(gate).await;
                 }
-                if let Some(z) = zone {
-                    view.borrow_mut().in_flight[z as usize] += 1;
-                }
                 let done = stack.submit(cmd).await;
                 if let Some(z) = zone {
-                    view.borrow_mut().in_flight[z as usize] -= 1;
+                    let mut v = view.borrow_mut();
+                    v.in_flight[z as usize] -= 1;
+                    if write && v.is_full(z) && v.in_flight[z as usize] == 0 {
+                        v.mark_closed(z);
+                    }
                 }
                 let mut s = st.borrow_mut();
                 match done.status {
@@ -956,6 +960,29 @@ mod tests {
         // 64 MiB = two zones; the third 32 MiB wraps to the first zone after a reset.
         assert_eq!(c.zone_resets, 1);
         assert_eq!(out.device.borrow().counters().zone_resets, 1);
+    }
+
+    #[test]
+    fn rate_limited_writers_never_exceed_the_open_zone_limit() {
+        // Rate limits delay submissions after planning; a zone filled by a delayed write must
+        // still count as open until that write completes.
+        let j = jobs(&s(&[
+            "--name=w",
+            "--rw=randwrite",
+            "--bs=128k",
+            "--iodepth=8",
+            "--numjobs=4",
+            "--zonemode=zbd",
+            "--zone_append=1",
+            "--rate=60m",
+            "--time_based",
+            "--runtime=2s",
+        ]));
+        let out = run(&j, &profile(), &RunSettings::default()).unwrap();
+        for c in &out.clones {
+            assert!(c.error.is_none(), "{:?}", c.error);
+            assert!(c.write.ios() > 0);
+        }
     }
 
     #[test]
