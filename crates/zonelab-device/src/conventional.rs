@@ -354,7 +354,7 @@ mod tests {
 
     /// 4 dies x 12 blocks x 8 pages of 16 KiB (4 LBAs each), 25% over-provisioning.
     fn small(sets: &[&str]) -> ConventionalDevice {
-        let mut ov: Vec<(String, String)> = [
+        let items: Vec<String> = [
             "channels=2",
             "chips_per_channel=2",
             "dies_per_chip=1",
@@ -364,16 +364,10 @@ mod tests {
             "write_buffer=256KiB",
         ]
         .iter()
-        .map(|s| {
-            let (k, v) = s.split_once('=').unwrap();
-            (k.to_string(), v.to_string())
-        })
+        .chain(sets)
+        .map(|s| s.to_string())
         .collect();
-        for s in sets {
-            let (k, v) = s.split_once('=').unwrap();
-            ov.push((k.to_string(), v.to_string()));
-        }
-        let p = Profile::load("sn640", &ov).unwrap();
+        let p = Profile::load("sn640", &Profile::parse_overrides(&items).unwrap()).unwrap();
         ConventionalDevice::new(p, PayloadMode::Fingerprint).unwrap()
     }
 

@@ -145,14 +145,8 @@ mod tests {
     use crate::Profile;
 
     fn profile(sets: &[&str]) -> Profile {
-        let ov: Vec<(String, String)> = sets
-            .iter()
-            .map(|s| {
-                let (k, v) = s.split_once('=').unwrap();
-                (k.to_string(), v.to_string())
-            })
-            .collect();
-        Profile::load("znsplus-mlc", &ov).unwrap()
+        let items: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        Profile::load("znsplus-mlc", &Profile::parse_overrides(&items).unwrap()).unwrap()
     }
 
     #[test]

@@ -759,7 +759,7 @@ mod tests {
 
     /// A small ZNS+-like device: 8 zones of 16 chunks (4 dies x 4 pages), 4 LBAs per chunk.
     fn small(sets: &[&str]) -> ZonedDevice {
-        let mut ov: Vec<(String, String)> = [
+        let items: Vec<String> = [
             "channels=2",
             "chips_per_channel=2",
             "pages_per_block=4",
@@ -772,16 +772,10 @@ mod tests {
             "write_buffer=256KiB",
         ]
         .iter()
-        .map(|s| {
-            let (k, v) = s.split_once('=').unwrap();
-            (k.to_string(), v.to_string())
-        })
+        .chain(sets)
+        .map(|s| s.to_string())
         .collect();
-        for s in sets {
-            let (k, v) = s.split_once('=').unwrap();
-            ov.push((k.to_string(), v.to_string()));
-        }
-        let p = Profile::load("znsplus-mlc", &ov).unwrap();
+        let p = Profile::load("znsplus-mlc", &Profile::parse_overrides(&items).unwrap()).unwrap();
         ZonedDevice::new(p, PayloadMode::Full).unwrap()
     }
 
