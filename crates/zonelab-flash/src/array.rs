@@ -196,21 +196,6 @@ impl FlashArray {
         let d = self.timing.erase;
         self.dies[b.die.0 as usize].reserve(now, at, d) + d
     }
-
-    /// When a die is free of all planned work.
-    pub fn die_free_after(&self, now: Nanos, die: DieId) -> Nanos {
-        self.dies[die.0 as usize].free_after(now)
-    }
-
-    /// Reserves a die for firmware-internal work of `duration` (e.g. metadata updates).
-    pub fn occupy_die(&mut self, now: Nanos, at: Nanos, die: DieId, duration: Nanos) -> Nanos {
-        self.dies[die.0 as usize].reserve(now, at, duration) + duration
-    }
-
-    /// Total busy time of every die, for chip utilization.
-    pub fn die_busy(&self) -> Vec<Nanos> {
-        self.dies.iter().map(|t| t.busy_total()).collect()
-    }
 }
 
 #[cfg(test)]

@@ -398,12 +398,6 @@ pub struct JoinHandle<T> {
     state: Rc<RefCell<JoinState<T>>>,
 }
 
-impl<T> JoinHandle<T> {
-    pub fn is_finished(&self) -> bool {
-        self.state.borrow().output.is_some()
-    }
-}
-
 impl<T> Future for JoinHandle<T> {
     type Output = T;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
