@@ -22,6 +22,7 @@ namespace = "conventional"
 [ftl]
 over_provisioning = $op
 gc_free_blocks = 2
+gc_burst = 0.5
 
 EOT
 awk '/^\[geometry\]/{p=1} /^\[zns\]/{p=0} /^\[flash\]/{p=1} p' "$src"

@@ -10,7 +10,8 @@
 //!   logical block is always written whole, and partial pages are filled by other blocks. A
 //!   block overwritten while still buffered replaces its buffered copy.
 //! * Garbage collection: greedy, inside the FTL, when every die is short of free blocks
-//!   (`ftl.gc_free_blocks`). It reserves real time on the dies (copyback or read + program,
+//!   (`ftl.gc_free_blocks`), as a burst on every die until `ftl.gc_burst` of each die's spare
+//!   blocks are free. It reserves real time on the dies (copyback or read + program,
 //!   then erase), so host programs queue behind it: the write buffer fills, writes stall
 //!   (back-pressure), and reads of data on a die being cleaned wait — the interference of seed 001
 //!   observation 11.
@@ -88,6 +89,7 @@ impl ConventionalDevice {
             geom.pages_per_block,
             lbas_per_page as u32,
             ftl_cfg.gc_free_blocks,
+            ftl_cfg.gc_burst,
             total_lbas,
         )
         .map_err(|e| {

@@ -129,6 +129,12 @@ pub struct FtlSection {
     /// fewer and every die is short (greedy victim: fewest valid blocks). At least 2.
     #[serde(default = "default_gc_free_blocks")]
     pub gc_free_blocks: u32,
+    /// Once garbage collection starts, it runs as a burst on every die until this fraction of
+    /// the die's spare blocks (those beyond its share of the host capacity) is free, then host
+    /// writes resume (0: clean only back to `gc_free_blocks`). Firmware collects in bursts to
+    /// batch its work; the host sees write bandwidth swing (seed 001 obs. 11).
+    #[serde(default)]
+    pub gc_burst: f64,
 }
 
 fn default_gc_free_blocks() -> u32 {
@@ -473,6 +479,12 @@ impl Profile {
                 f.over_provisioning
             ));
         }
+        if !(f.gc_burst.is_finite() && (0.0..=1.0).contains(&f.gc_burst)) {
+            return inv(format!(
+                "ftl.gc_burst must be a fraction from 0 to 1 (got {})",
+                f.gc_burst
+            ));
+        }
         if f.gc_free_blocks < 2 {
             return inv(format!(
                 "ftl.gc_free_blocks must be at least 2 (got {}): one block to write into, one to clean into",
@@ -565,6 +577,7 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
             const OPTIONAL: &[(&str, &str)] = &[
                 ("zns", "conventional_zones"),
                 ("ftl", "gc_free_blocks"),
+                ("ftl", "gc_burst"),
                 ("", "description"),
                 ("", "namespace"),
             ];
