@@ -1,0 +1,9 @@
+//! `zonelab-lfs`: a log-structured file system for zoned namespaces in the shape of F2FS
+//! (superblock, checkpoint packs, NAT, SIT, SSA, node and data logs), running in virtual time on
+//! the `zonelab-sim` executor (DESIGN.md, File system).
+//!
+//! [`vfs`] is the interface every file system here offers and every workload and client uses.
+
+pub mod vfs;
+
+pub use vfs::{Attr, DirEntry, FileKind, FileSystem, FsError, FsResult, Ino, SetAttr, StatFs};
