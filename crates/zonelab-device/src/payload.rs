@@ -1,8 +1,10 @@
 //! What the device stores for each written logical block.
 //!
 //! `full` keeps every byte (tests, device images, FUSE); `fingerprint` keeps a 64-bit digest per
-//! block so multi-terabyte experiments still verify every read (DESIGN.md principle 5). Storage
-//! grows with the data written, never with the device's capacity.
+//! block so multi-terabyte experiments still verify every read (DESIGN.md principle 5), and keeps
+//! whole the blocks written as bytes rather than fingerprints (a file system's metadata, which
+//! must read back to be parsed). Storage grows with the data written, never with the device's
+//! capacity.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -162,6 +164,9 @@ pub struct DataStore {
     lba_size: u64,
     zones: Vec<Option<ZoneContent>>,
     zero_fingerprint: u64,
+    /// Fingerprint mode: blocks written as bytes, kept whole, by (zone, block offset).
+    #[serde(default)]
+    whole: BTreeMap<(u32, u64), Vec<u8>>,
 }
 
 impl DataStore {
@@ -171,6 +176,7 @@ impl DataStore {
             lba_size,
             zones: vec![None; zones as usize],
             zero_fingerprint: fingerprint(&vec![0u8; lba_size as usize]),
+            whole: BTreeMap::new(),
         }
     }
 
@@ -189,7 +195,8 @@ impl DataStore {
                 ZoneContent::RandFull(m) => m.len() as u64 * self.lba_size,
                 ZoneContent::RandFingerprint(m) => m.len() as u64 * 8,
             })
-            .sum()
+            .sum::<u64>()
+            + self.whole.len() as u64 * self.lba_size
     }
 
     /// Stores `data` in `zone` at block offset `off`. For a sequential zone `off` must be the
@@ -197,6 +204,21 @@ impl DataStore {
     pub fn write(&mut self, zone: u32, off: u64, sequential: bool, data: WriteData<'_>) {
         let lba = self.lba_size;
         let mode = self.mode;
+        if mode == PayloadMode::Fingerprint {
+            match data {
+                WriteData::Bytes(b) => {
+                    for (i, blk) in b.chunks(lba as usize).enumerate() {
+                        self.whole.insert((zone, off + i as u64), blk.to_vec());
+                    }
+                }
+                WriteData::Fingerprints(f) if !self.whole.is_empty() => {
+                    for i in 0..f.len() as u64 {
+                        self.whole.remove(&(zone, off + i));
+                    }
+                }
+                WriteData::Fingerprints(_) => {}
+            }
+        }
         let slot = &mut self.zones[zone as usize];
         let content = slot.get_or_insert_with(|| match (sequential, mode) {
             (true, PayloadMode::Full) => ZoneContent::SeqFull(Vec::new()),
@@ -260,9 +282,19 @@ impl DataStore {
         }
     }
 
-    /// Appends blocks `off..off+n` of `zone` to `out` (unwritten blocks read as zeros).
+    /// Appends blocks `off..off+n` of `zone` to `out` (unwritten blocks read as zeros). In
+    /// fingerprint mode `out.bytes` also receives the blocks when every one of them was written
+    /// as bytes.
     pub fn read(&self, zone: u32, off: u64, n: u64, out: &mut ReadData) {
         let lba = self.lba_size;
+        if self.mode == PayloadMode::Fingerprint
+            && !self.whole.is_empty()
+            && self.whole.range((zone, off)..(zone, off + n)).count() as u64 == n
+        {
+            for (_, b) in self.whole.range((zone, off)..(zone, off + n)) {
+                out.bytes.extend_from_slice(b);
+            }
+        }
         let content = self.zones[zone as usize].as_ref();
         for i in off..off + n {
             match (self.mode, content) {
@@ -294,6 +326,16 @@ impl DataStore {
     /// Drops a zone's data (zone reset).
     pub fn clear(&mut self, zone: u32) {
         self.zones[zone as usize] = None;
+        if !self.whole.is_empty() {
+            let keys: Vec<(u32, u64)> = self
+                .whole
+                .range((zone, 0)..(zone + 1, 0))
+                .map(|(k, _)| *k)
+                .collect();
+            for k in keys {
+                self.whole.remove(&k);
+            }
+        }
     }
 
     /// Whether `got` (as this store returns it) equals blocks written as `expected` fingerprints
@@ -367,6 +409,32 @@ mod tests {
         let mut out = ReadData::default();
         s.read(0, 5, 1, &mut out);
         assert_eq!(out.fingerprints, vec![2]);
+        assert_eq!(s.stored_bytes(), 8);
+    }
+
+    #[test]
+    fn fingerprint_mode_keeps_blocks_written_as_bytes() {
+        let mut s = DataStore::new(PayloadMode::Fingerprint, 512, 4);
+        s.write(1, 0, true, WriteData::Bytes(&[5u8; 1024]));
+        s.write(1, 2, true, WriteData::Fingerprints(&[9]));
+        let mut out = ReadData::default();
+        s.read(1, 0, 2, &mut out);
+        assert_eq!(out.bytes, vec![5u8; 1024]);
+        assert_eq!(out.fingerprints.len(), 2);
+        out.clear();
+        s.read(1, 1, 2, &mut out);
+        assert!(out.bytes.is_empty(), "a fingerprinted block is not whole");
+        // Conventional zone: a fingerprint overwrite drops the whole copy.
+        s.write(0, 3, false, WriteData::Bytes(&[1u8; 512]));
+        s.write(0, 3, false, WriteData::Fingerprints(&[4]));
+        out.clear();
+        s.read(0, 3, 1, &mut out);
+        assert!(out.bytes.is_empty());
+        assert_eq!(out.fingerprints, vec![4]);
+        s.clear(1);
+        out.clear();
+        s.read(1, 0, 1, &mut out);
+        assert!(out.bytes.is_empty());
         assert_eq!(s.stored_bytes(), 8);
     }
 
