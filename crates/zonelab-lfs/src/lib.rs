@@ -4,6 +4,7 @@
 //!
 //! [`vfs`] is the interface every file system here offers and every workload and client uses.
 
+pub mod ondisk;
 pub mod vfs;
 
 pub use vfs::{Attr, DirEntry, FileKind, FileSystem, FsError, FsResult, Ino, SetAttr, StatFs};
