@@ -4,7 +4,16 @@
 //!
 //! [`vfs`] is the interface every file system here offers and every workload and client uses.
 
+pub mod cache;
+pub mod dev;
+pub mod fs;
+#[cfg(test)]
+mod fs_tests;
+pub mod fsck;
+pub mod layout;
 pub mod ondisk;
+pub mod policy;
+pub mod segment;
 pub mod vfs;
 
 pub use vfs::{Attr, DirEntry, FileKind, FileSystem, FsError, FsResult, Ino, SetAttr, StatFs};

@@ -327,7 +327,12 @@ impl Checkpoint {
     /// Blocks a pack needs for `nat_blocks` and `sit_blocks` copy bits and `orphans` orphans
     /// (head and tail included).
     pub fn blocks_needed(nat_blocks: u32, sit_blocks: u32, orphans: usize) -> u32 {
-        let payload = 8 + 6 * 8 + 4 + 24 + 8 + (nat_blocks as usize).div_ceil(8)
+        let payload = 8
+            + 6 * 8
+            + 4
+            + 24
+            + 8
+            + (nat_blocks as usize).div_ceil(8)
             + (sit_blocks as usize).div_ceil(8)
             + 4
             + 4 * orphans;
@@ -384,7 +389,10 @@ impl Checkpoint {
         }
         let mut t = Dec::open(&blocks[n], MAGIC_CP, "checkpoint tail")?;
         if t.u64()? != version || t.u32()? != u32::MAX || t.u32()? as usize != n {
-            return Err(corrupt("checkpoint", "tail does not match head (torn write)"));
+            return Err(corrupt(
+                "checkpoint",
+                "tail does not match head (torn write)",
+            ));
         }
         let mut r = Rd(&payload, 0);
         let time = r.u64()?;
@@ -552,7 +560,9 @@ pub fn decode_sit(
     for _ in 0..count {
         let valid = d.u32()?;
         let mtime = d.u64()?;
-        let bitmap = (0..words).map(|_| d.u64()).collect::<FsResult<Vec<u64>>>()?;
+        let bitmap = (0..words)
+            .map(|_| d.u64())
+            .collect::<FsResult<Vec<u64>>>()?;
         let s = SitEntry {
             valid,
             mtime,
@@ -927,10 +937,7 @@ mod tests {
             ..Default::default()
         };
         let blocks = cp.encode();
-        assert_eq!(
-            blocks.len() as u32,
-            Checkpoint::blocks_needed(40_000, 5, 3)
-        );
+        assert_eq!(blocks.len() as u32, Checkpoint::blocks_needed(40_000, 5, 3));
         assert_eq!(Checkpoint::decode(&blocks).unwrap(), cp);
         let mut torn = blocks.clone();
         let old = Checkpoint {
@@ -950,7 +957,10 @@ mod tests {
         let v = vec![s.clone(); per];
         assert_eq!(decode_sit(&encode_sit(3, &v), 3, per, 8192).unwrap(), v);
         let sums = vec![Summary { nid: 3, ofs: 9 }; SSA_PER_BLOCK];
-        assert_eq!(decode_ssa(&encode_ssa(1, 2, &sums), 1, 2, SSA_PER_BLOCK).unwrap(), sums);
+        assert_eq!(
+            decode_ssa(&encode_ssa(1, 2, &sums), 1, 2, SSA_PER_BLOCK).unwrap(),
+            sums
+        );
         let dents = vec![Dentry {
             ino: 5,
             kind: FileKind::Dir,

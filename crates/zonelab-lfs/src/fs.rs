@@ -1,0 +1,2466 @@
+//! The file system: in-memory state, mkfs and mount, and the [`FileSystem`] calls.
+//!
+//! State lives in one `RefCell` that no code holds across an `.await`: every call runs as
+//! short synchronous steps between device I/O, so simulated threads interleave as they would on
+//! a real kernel. Locks are simulated where F2FS takes them: `cp_lock` (F2FS's cp_rwsem; every
+//! call holds a share, a checkpoint takes it whole so it blocks writers), `ns_lock` (directory
+//! changes), and per-inode locks for writes and truncation.
+
+use crate::cache::{Cache, PageData};
+use crate::dev::{Dev, Traffic, TrafficBytes, join_all};
+use crate::layout::{DeviceShape, FormatOptions, Layout, plan};
+use crate::ondisk::{
+    BLOCK, BlkAddr, Checkpoint, DENT_SPACE, Dentry, FLAG_DENT, FLAG_FSYNC, Footer, INODE_ADDRS,
+    INODE_NIDS, InodeData, NAT_PER_BLOCK, NODE_ENTRIES, NULL_ADDR, NatEntry, Nid, Node, NodeBody,
+    SSA_PER_BLOCK, Summary, Superblock, decode_dentries, decode_nat, decode_sit, decode_ssa,
+    encode_dentries,
+};
+use crate::policy::Policy;
+use crate::segment::{Segments, Temp, ZoneUse};
+use crate::vfs::{
+    Attr, DirEntry, FileKind, FileSystem, FsError, FsResult, Ino, LINK_MAX, NAME_MAX, ROOT_INO,
+    SetAttr, StatFs,
+};
+use serde::Serialize;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use zonelab_device::host_stack::StackDevice;
+use zonelab_device::payload::fingerprint;
+use zonelab_device::{HostStack, OwnedData, PayloadMode, ZoneAction, ZoneId, ZoneState};
+use zonelab_sim::sync::{Mutex, Notify, Semaphore};
+use zonelab_sim::{Nanos, Sim};
+
+/// Shares of `cp_lock` (a checkpoint takes all of them).
+const CP_SHARES: u64 = 1 << 32;
+
+/// CPU costs of the host (seed 000 §3.1: request handling and page-cache work are part of
+/// compaction time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct HostModel {
+    pub cores: u32,
+    /// Entering and leaving the kernel for one file-system call.
+    pub syscall: Nanos,
+    /// Copying one 4 KiB page between user buffer and page cache.
+    pub copy_page: Nanos,
+    /// Allocating a page-cache page.
+    pub page_alloc: Nanos,
+}
+
+impl Default for HostModel {
+    fn default() -> Self {
+        HostModel {
+            cores: 4,
+            syscall: Nanos(1_000),
+            copy_page: Nanos(600),
+            page_alloc: Nanos(250),
+        }
+    }
+}
+
+/// Mount options.
+#[derive(Clone, Debug)]
+pub struct FsOptions {
+    pub host: HostModel,
+    /// Page cache size in bytes (data and node pages).
+    pub cache_bytes: u64,
+    /// Share of the cache that may be dirty before background writeback starts, and before
+    /// writers must write back themselves (Linux dirty_background_ratio and dirty_ratio).
+    pub dirty_background_ratio: f64,
+    pub dirty_ratio: f64,
+    /// Background writeback period (dirty_writeback_centisecs).
+    pub writeback_interval: Nanos,
+    /// Longest time between checkpoints (F2FS cp_interval).
+    pub checkpoint_interval: Nanos,
+    /// Zones kept free for cleaning; writers clean when fewer are free. None: 4 + 2% of zones.
+    pub reserved_zones: Option<u32>,
+}
+
+impl Default for FsOptions {
+    fn default() -> Self {
+        FsOptions {
+            host: HostModel::default(),
+            cache_bytes: 256 << 20,
+            dirty_background_ratio: 0.10,
+            dirty_ratio: 0.20,
+            writeback_interval: Nanos::from_secs(5),
+            checkpoint_interval: Nanos::from_secs(60),
+            reserved_zones: None,
+        }
+    }
+}
+
+/// Time spent in each phase of one cleaning (seed 000 Fig. 6).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CompactionTime {
+    pub init: Nanos,
+    pub read: Nanos,
+    pub write: Nanos,
+    pub checkpoint: Nanos,
+}
+
+/// File-system counters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FsStats {
+    pub checkpoints: u64,
+    pub zones_cleaned: u64,
+    pub foreground_cleanings: u64,
+    pub background_cleanings: u64,
+    pub blocks_moved: u64,
+    pub zone_resets: u64,
+    pub compaction: Vec<CompactionTime>,
+    pub traffic: TrafficBytes,
+}
+
+/// NAT in memory.
+pub(crate) struct Nat {
+    pub entries: Vec<NatEntry>,
+    pub dirty: BTreeSet<u32>,
+    pub copy: Vec<bool>,
+    pub next_nid: Nid,
+    pub free: BTreeSet<Nid>,
+    /// Freed since the checkpoint; reusable after the next one.
+    pub pending_free: Vec<Nid>,
+    pub valid_nodes: u64,
+    pub valid_inodes: u64,
+}
+
+impl Nat {
+    fn set(&mut self, nid: Nid, e: NatEntry) {
+        self.entries[nid as usize] = e;
+        self.dirty.insert(nid / NAT_PER_BLOCK as u32);
+    }
+}
+
+/// A directory's entries by name, and which dentry block holds each.
+pub(crate) struct DirIndex {
+    pub by_name: BTreeMap<Vec<u8>, (u32, FileKind, u64)>,
+    /// Entries of each dentry block (the block's content).
+    pub blocks: Vec<Vec<Dentry>>,
+}
+
+impl DirIndex {
+    fn used(&self, b: usize) -> usize {
+        self.blocks[b].iter().map(Dentry::size).sum()
+    }
+}
+
+pub(crate) struct State {
+    pub segs: Segments,
+    pub nat: Nat,
+    pub cache: Cache,
+    pub dirs: BTreeMap<Ino, DirIndex>,
+    pub cp_ver: u64,
+    pub payload: PayloadMode,
+    pub reserved_zones: u32,
+    pub stats: FsStats,
+    /// Inodes whose nodes must reach the warm log with an fsync mark at the next fsync.
+    pub unmounted: bool,
+}
+
+pub(crate) struct Inner {
+    pub sim: Sim,
+    pub dev: Dev,
+    pub opts: FsOptions,
+    pub policy: Box<dyn Policy>,
+    pub st: RefCell<State>,
+    pub cp_lock: Semaphore,
+    pub ns_lock: Mutex<()>,
+    pub gc_lock: Mutex<()>,
+    pub cores: Semaphore,
+    pub inode_locks: RefCell<BTreeMap<Ino, Rc<Mutex<()>>>>,
+    pub flusher_wake: Notify,
+    pub last_cp: Cell<Nanos>,
+}
+
+/// A mounted file system; clones share it.
+#[derive(Clone)]
+pub struct Fs {
+    pub(crate) inner: Rc<Inner>,
+}
+
+fn now_ns(sim: &Sim) -> u64 {
+    sim.now().0
+}
+
+fn check_name(name: &str) -> FsResult<()> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        return Err(FsError::Invalid(format!("bad file name {name:?}")));
+    }
+    if name.len() > NAME_MAX {
+        return Err(FsError::NameTooLong);
+    }
+    Ok(())
+}
+
+/// Where a file block's address lives: the node and the slot in it, plus the nodes on the way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    /// In the inode, slot i.
+    Inode(usize),
+    /// Through the inode's nid slot `top`, then `path` entries of indirect nodes (0, 1 or 2
+    /// levels), ending at slot `slot` of a direct node whose first file block is `base`.
+    Tree {
+        top: usize,
+        path: [usize; 2],
+        depth: usize,
+        slot: usize,
+        base: u64,
+    },
+}
+
+fn slot_of(idx: u64) -> FsResult<Slot> {
+    let n = NODE_ENTRIES as u64;
+    let mut i = idx;
+    if i < INODE_ADDRS as u64 {
+        return Ok(Slot::Inode(i as usize));
+    }
+    i -= INODE_ADDRS as u64;
+    if i < 2 * n {
+        return Ok(Slot::Tree {
+            top: (i / n) as usize,
+            path: [0; 2],
+            depth: 0,
+            slot: (i % n) as usize,
+            base: idx - i % n,
+        });
+    }
+    i -= 2 * n;
+    if i < 2 * n * n {
+        return Ok(Slot::Tree {
+            top: 2 + (i / (n * n)) as usize,
+            path: [((i % (n * n)) / n) as usize, 0],
+            depth: 1,
+            slot: (i % n) as usize,
+            base: idx - i % n,
+        });
+    }
+    i -= 2 * n * n;
+    if i < n * n * n {
+        return Ok(Slot::Tree {
+            top: 4,
+            path: [(i / (n * n)) as usize, ((i % (n * n)) / n) as usize],
+            depth: 2,
+            slot: (i % n) as usize,
+            base: idx - i % n,
+        });
+    }
+    Err(FsError::TooLarge)
+}
+
+/// Temperature of a node (F2FS: hot = direct nodes of directories, warm = direct nodes of
+/// files, cold = indirect nodes).
+fn node_temp(node: &Node, dir: bool) -> Temp {
+    match node.body {
+        NodeBody::Indirect(_) => Temp::ColdNode,
+        _ if dir => Temp::HotNode,
+        _ => Temp::WarmNode,
+    }
+}
+
+impl Fs {
+    /// Formats the zoned device behind `stack` and mounts the new file system.
+    pub async fn mkfs(
+        sim: Sim,
+        stack: Rc<HostStack>,
+        format: FormatOptions,
+        opts: FsOptions,
+        policy: Box<dyn Policy>,
+    ) -> FsResult<Fs> {
+        let (shape, payload) = {
+            let d = stack.device().borrow();
+            let z = d.zoned().ok_or_else(|| {
+                FsError::Invalid("the file system needs a zoned namespace".into())
+            })?;
+            let p = d.profile();
+            (
+                DeviceShape {
+                    lba_size: d.lba_size(),
+                    total_lbas: d.total_lbas(),
+                    zone_size: p.zone_size_lbas(),
+                    zone_capacity: p.zone_capacity_lbas(),
+                    zones: p.zns.zones,
+                    conventional_zones: p.zns.conventional_zones,
+                },
+                z.payload_mode(),
+            )
+        };
+        let sb = plan(shape, format, payload == PayloadMode::Fingerprint)?;
+        let dev = Dev::new(sim.clone(), stack.clone());
+        // Empty every sequential zone, then write the superblock twice.
+        for z in 0..sb.main_zones {
+            let zs = (sb.main_first_zone as u64 + z as u64) * sb.zone_size;
+            let state = stack
+                .device()
+                .borrow()
+                .zoned()
+                .map(|d| d.zone(ZoneId((zs / sb.zone_size) as u32)).state);
+            if state.is_some_and(|s| s != ZoneState::Empty) {
+                dev.zone(ZoneAction::Reset, zs).await?;
+            }
+        }
+        let sbb = sb.encode();
+        dev.write_now(0, OwnedData::Bytes(sbb.clone()), Traffic::Meta)
+            .await?;
+        dev.write_now(1, OwnedData::Bytes(sbb), Traffic::Meta)
+            .await?;
+        let layout = Layout::new(sb)?;
+        let fs = Fs::assemble(sim, dev, layout, opts, policy, payload, 0);
+        // The root directory, then the first checkpoint (version 1).
+        {
+            let mut st = fs.inner.st.borrow_mut();
+            let t = now_ns(&fs.inner.sim);
+            st.nat.next_nid = ROOT_INO as Nid + 1;
+            let root = new_inode(
+                ROOT_INO as Nid,
+                FileKind::Dir,
+                0o755,
+                0,
+                0,
+                t,
+                ROOT_INO,
+                b"",
+            );
+            st.nat.set(
+                ROOT_INO as Nid,
+                NatEntry {
+                    ino: ROOT_INO as u32,
+                    addr: NULL_ADDR,
+                },
+            );
+            st.nat.valid_nodes += 1;
+            st.nat.valid_inodes += 1;
+            st.cache.put_node(ROOT_INO as Nid, root, true);
+            // The first checkpoint writes every NAT and SIT block.
+            st.nat.dirty = (0..st.segs.layout.sb.nat_blocks).collect();
+            st.segs.sit_dirty = (0..st.segs.layout.sb.sit_blocks).collect();
+            st.dirs.insert(
+                ROOT_INO,
+                DirIndex {
+                    by_name: BTreeMap::new(),
+                    blocks: Vec::new(),
+                },
+            );
+        }
+        fs.checkpoint().await?;
+        fs.start_background();
+        Ok(fs)
+    }
+
+    fn assemble(
+        sim: Sim,
+        dev: Dev,
+        layout: Layout,
+        opts: FsOptions,
+        policy: Box<dyn Policy>,
+        payload: PayloadMode,
+        cp_ver: u64,
+    ) -> Fs {
+        let zones = layout.sb.main_zones;
+        let reserved = opts
+            .reserved_zones
+            .unwrap_or(4 + zones / 50)
+            .clamp(3, zones / 2);
+        let max_nids = layout.sb.max_nids as usize;
+        let nat_blocks = layout.sb.nat_blocks as usize;
+        let cache_pages = (opts.cache_bytes / BLOCK as u64).max(64);
+        let st = State {
+            segs: Segments::new(layout),
+            nat: Nat {
+                entries: vec![NatEntry::default(); max_nids],
+                dirty: BTreeSet::new(),
+                copy: vec![false; nat_blocks],
+                next_nid: ROOT_INO as Nid + 1,
+                free: BTreeSet::new(),
+                pending_free: Vec::new(),
+                valid_nodes: 0,
+                valid_inodes: 0,
+            },
+            cache: Cache::new(cache_pages),
+            dirs: BTreeMap::new(),
+            cp_ver,
+            payload,
+            reserved_zones: reserved,
+            stats: FsStats::default(),
+            unmounted: false,
+        };
+        let cores = opts.host.cores.max(1) as u64;
+        Fs {
+            inner: Rc::new(Inner {
+                sim,
+                dev,
+                opts,
+                policy,
+                st: RefCell::new(st),
+                cp_lock: Semaphore::new(CP_SHARES),
+                ns_lock: Mutex::new(()),
+                gc_lock: Mutex::new(()),
+                cores: Semaphore::new(cores),
+                inode_locks: RefCell::new(BTreeMap::new()),
+                flusher_wake: Notify::new(),
+                last_cp: Cell::new(Nanos::ZERO),
+            }),
+        }
+    }
+
+    /// Mounts the file system on the device behind `stack`: the newest valid checkpoint is the
+    /// state (roll-back); logs continue at the zones' write pointers; zones written after the
+    /// checkpoint but free in it are reset.
+    pub async fn mount(
+        sim: Sim,
+        stack: Rc<HostStack>,
+        opts: FsOptions,
+        policy: Box<dyn Policy>,
+    ) -> FsResult<Fs> {
+        let dev = Dev::new(sim.clone(), stack.clone());
+        let mut sb: Option<Superblock> = None;
+        let mut why = String::new();
+        for a in [0, 1] {
+            match dev
+                .read_meta(a, Traffic::Meta)
+                .await
+                .and_then(|b| Superblock::decode(&b))
+            {
+                Ok(s) => {
+                    sb = Some(s);
+                    break;
+                }
+                Err(e) => why = e.to_string(),
+            }
+        }
+        let sb = sb.ok_or_else(|| {
+            FsError::Corrupt(format!(
+                "no valid superblock ({why}); is this device formatted? run mkfs"
+            ))
+        })?;
+        {
+            let d = stack.device().borrow();
+            if d.total_lbas() != sb.device_lbas || d.zone_size() != Some(sb.zone_size) {
+                return Err(FsError::Corrupt(
+                    "the superblock describes a different device geometry".into(),
+                ));
+            }
+        }
+        let payload = if sb.payload == 1 {
+            PayloadMode::Fingerprint
+        } else {
+            PayloadMode::Full
+        };
+        let layout = Layout::new(sb)?;
+        // The newer of the two valid checkpoint packs.
+        let mut best: Option<Checkpoint> = None;
+        for p in 0..2 {
+            let start = layout.cp_pack(p);
+            let mut blocks = Vec::new();
+            for i in 0..layout.sb.cp_blocks as u64 {
+                match dev.read(start + i, 1, Traffic::Checkpoint).await {
+                    Ok(d) if d.bytes.len() == BLOCK => blocks.push(d.bytes),
+                    _ => break,
+                }
+            }
+            if let Ok(cp) = Checkpoint::decode(&blocks)
+                && best.as_ref().is_none_or(|b| cp.version > b.version)
+            {
+                best = Some(cp);
+            }
+        }
+        let cp = best.ok_or_else(|| FsError::Corrupt("no valid checkpoint pack".into()))?;
+        if cp.nat_copy.len() != layout.sb.nat_blocks as usize
+            || cp.sit_copy.len() != layout.sb.sit_blocks as usize
+        {
+            return Err(FsError::Corrupt(
+                "checkpoint does not match the superblock".into(),
+            ));
+        }
+        let fs = Fs::assemble(sim, dev, layout, opts, policy, payload, cp.version);
+        fs.load(&cp).await?;
+        fs.start_background();
+        Ok(fs)
+    }
+
+    async fn load(&self, cp: &Checkpoint) -> FsResult<()> {
+        let inner = &self.inner;
+        let layout = inner.st.borrow().segs.layout.clone();
+        let sb = &layout.sb;
+        // NAT.
+        let mut entries = Vec::with_capacity(sb.max_nids as usize);
+        for i in 0..sb.nat_blocks {
+            let b = inner
+                .dev
+                .read_meta(layout.nat_block(i, cp.nat_copy[i as usize]), Traffic::Meta)
+                .await?;
+            entries.extend(decode_nat(&b, i)?);
+        }
+        // SIT.
+        let segments = layout.segments() as usize;
+        let mut sit = Vec::with_capacity(segments);
+        for i in 0..sb.sit_blocks {
+            let count = layout.sit_per_block.min(segments - sit.len());
+            let b = inner
+                .dev
+                .read_meta(layout.sit_block(i, cp.sit_copy[i as usize]), Traffic::Meta)
+                .await?;
+            sit.extend(decode_sit(&b, i, count, sb.blocks_per_seg)?);
+        }
+        // SSA of segments holding valid blocks.
+        let mut ssa_parts = Vec::new();
+        for (seg, e) in sit.iter().enumerate() {
+            if e.valid == 0 {
+                continue;
+            }
+            for part in 0..sb.ssa_per_seg {
+                let count =
+                    SSA_PER_BLOCK.min(sb.blocks_per_seg as usize - part as usize * SSA_PER_BLOCK);
+                let b = inner
+                    .dev
+                    .read_meta(layout.ssa_block(seg as u32, part), Traffic::Meta)
+                    .await?;
+                ssa_parts.push((seg as u32, part, decode_ssa(&b, seg as u32, part, count)?));
+            }
+        }
+        let zone_states: Vec<(ZoneState, u64)> = {
+            let d = inner.dev.stack.device().borrow();
+            let z = d.zoned().expect("mounted on a zoned device");
+            (0..sb.main_zones)
+                .map(|i| {
+                    let zone = z.zone(ZoneId((layout.zone_start(i) / sb.zone_size) as u32));
+                    (zone.state, zone.wp.0 - zone.start.0)
+                })
+                .collect()
+        };
+        let mut to_reset = Vec::new();
+        let mut to_finish = Vec::new();
+        {
+            let mut st = inner.st.borrow_mut();
+            let st = &mut *st;
+            st.nat.entries = entries;
+            st.nat.copy = cp.nat_copy.clone();
+            st.nat.next_nid = cp.next_nid;
+            st.nat.valid_nodes = cp.valid_nodes;
+            st.nat.valid_inodes = cp.valid_inodes;
+            st.nat.free = (ROOT_INO as Nid + 1..cp.next_nid)
+                .filter(|&n| st.nat.entries[n as usize] == NatEntry::default())
+                .collect();
+            let segs = &mut st.segs;
+            segs.valid_blocks = sit.iter().map(|e| e.valid as u64).sum();
+            segs.sit = sit;
+            segs.sit_copy = cp.sit_copy.clone();
+            let bps = sb.blocks_per_seg as usize;
+            for (seg, part, sums) in ssa_parts {
+                let (z, so) = (seg / sb.segs_per_zone, seg % sb.segs_per_zone);
+                let first =
+                    layout.main_index(z, so * sb.blocks_per_seg) + part as usize * SSA_PER_BLOCK;
+                debug_assert!(part as usize * SSA_PER_BLOCK < bps);
+                segs.ssa[first..first + sums.len()].copy_from_slice(&sums);
+            }
+            segs.free_zones.clear();
+            for z in 0..sb.main_zones {
+                let (state, written) = zone_states[z as usize];
+                let log = cp.cursegs.iter().position(|c| c.zone == z);
+                let valid = segs.zone_valid(z);
+                segs.wp[z as usize] = written.min(layout.blocks_per_zone as u64) as u32;
+                if let Some(t) = log {
+                    segs.zones[z as usize] = ZoneUse::Log(Temp::ALL[t]);
+                    segs.logs[t] = Some(crate::ondisk::CursegState {
+                        zone: z,
+                        offset: segs.wp[z as usize],
+                    });
+                } else if valid > 0 {
+                    segs.zones[z as usize] = ZoneUse::Used;
+                    if !matches!(state, ZoneState::Full) {
+                        to_finish.push(z);
+                    }
+                } else {
+                    segs.zones[z as usize] = ZoneUse::Free;
+                    segs.free_zones.insert(z);
+                    if state != ZoneState::Empty {
+                        to_reset.push(z);
+                    }
+                }
+            }
+        }
+        for z in to_reset {
+            inner
+                .dev
+                .zone(ZoneAction::Reset, layout.zone_start(z))
+                .await?;
+            inner.st.borrow_mut().segs.wp[z as usize] = 0;
+        }
+        for z in to_finish {
+            // A partly written zone that no log continues would hold an active-zone slot
+            // (Z-LFS §4.7 finishes them after a crash).
+            inner
+                .dev
+                .zone(ZoneAction::Finish, layout.zone_start(z))
+                .await?;
+        }
+        inner.last_cp.set(inner.sim.now());
+        Ok(())
+    }
+
+    fn start_background(&self) {
+        let weak = Rc::downgrade(&self.inner);
+        let sim = self.inner.sim.clone();
+        let interval = self.inner.opts.writeback_interval;
+        sim.clone().spawn(async move {
+            loop {
+                let wake = {
+                    let Some(inner) = weak.upgrade() else { return };
+                    if inner.st.borrow().unmounted {
+                        return;
+                    }
+                    let n = inner.flusher_wake.notified();
+                    drop(inner);
+                    n
+                };
+                let timer = sim.sleep(interval);
+                futures_select(wake, timer).await;
+                let Some(inner) = weak.upgrade() else { return };
+                if inner.st.borrow().unmounted {
+                    return;
+                }
+                let fs = Fs { inner };
+                // Errors here surface to the next caller that writes; a flusher has no caller.
+                let _ = fs.background_work().await;
+            }
+        });
+    }
+
+    async fn background_work(&self) -> FsResult<()> {
+        let over = {
+            let st = self.inner.st.borrow();
+            st.cache.dirty_pages() as f64
+                > self.inner.opts.dirty_background_ratio * st.cache.limit() as f64
+        };
+        let _share = self.inner.cp_lock.acquire(1).await;
+        self.writeback(!over).await?;
+        drop(_share);
+        if self.inner.sim.now() - self.inner.last_cp.get() >= self.inner.opts.checkpoint_interval {
+            self.checkpoint().await?;
+        }
+        Ok(())
+    }
+
+    /// Simulated CPU work on one of the host's cores.
+    pub(crate) async fn cpu(&self, t: Nanos) {
+        if t == Nanos::ZERO {
+            return;
+        }
+        let _core = self.inner.cores.acquire(1).await;
+        self.inner.sim.sleep(t).await;
+    }
+
+    /// Entry of every call: clean if free zones ran low (F2FS's f2fs_balance_fs), throttle
+    /// writers above the dirty limit, take a share of the checkpoint lock, pay the syscall.
+    async fn enter(&self, writes: bool) -> FsResult<zonelab_sim::sync::SemaphorePermit> {
+        if self.inner.st.borrow().unmounted {
+            return Err(FsError::Invalid("the file system is unmounted".into()));
+        }
+        if writes {
+            self.balance().await?;
+        }
+        let share = self.inner.cp_lock.acquire(1).await;
+        self.inner.st.borrow_mut().cache.shrink();
+        self.cpu(self.inner.opts.host.syscall).await;
+        Ok(share)
+    }
+
+    async fn balance(&self) -> FsResult<()> {
+        loop {
+            let need = {
+                let st = self.inner.st.borrow();
+                (st.segs.free_zones.len() as u32) < st.reserved_zones
+            };
+            if !need {
+                break;
+            }
+            let _gc = self.inner.gc_lock.lock().await;
+            let still = {
+                let st = self.inner.st.borrow();
+                (st.segs.free_zones.len() as u32) < st.reserved_zones
+            };
+            if !still {
+                break;
+            }
+            if !self.clean_one(true).await? {
+                break;
+            }
+        }
+        let throttle = {
+            let st = self.inner.st.borrow();
+            st.cache.dirty_pages() as f64 > self.inner.opts.dirty_ratio * st.cache.limit() as f64
+        };
+        if throttle {
+            let _share = self.inner.cp_lock.acquire(1).await;
+            self.writeback(false).await?;
+        } else {
+            let wake = {
+                let st = self.inner.st.borrow();
+                st.cache.dirty_pages() as f64
+                    > self.inner.opts.dirty_background_ratio * st.cache.limit() as f64
+            };
+            if wake {
+                self.inner.flusher_wake.notify_one();
+            }
+        }
+        Ok(())
+    }
+
+    fn inode_lock(&self, ino: Ino) -> Rc<Mutex<()>> {
+        self.inner
+            .inode_locks
+            .borrow_mut()
+            .entry(ino)
+            .or_insert_with(|| Rc::new(Mutex::new(())))
+            .clone()
+    }
+
+    // ---- nodes ----
+
+    /// Makes node `nid` resident in the cache (reading it if needed).
+    pub(crate) async fn ensure_node(&self, nid: Nid) -> FsResult<()> {
+        let addr = {
+            let mut st = self.inner.st.borrow_mut();
+            if st.cache.touch_node(nid) {
+                return Ok(());
+            }
+            let e = st
+                .nat
+                .entries
+                .get(nid as usize)
+                .copied()
+                .ok_or_else(|| FsError::Corrupt(format!("node id {nid} beyond the NAT")))?;
+            if e.ino == 0 {
+                return Err(FsError::Corrupt(format!("node {nid} is not allocated")));
+            }
+            e.addr
+        };
+        if addr == NULL_ADDR {
+            return Err(FsError::Corrupt(format!(
+                "node {nid} has no address and is not cached"
+            )));
+        }
+        self.cpu(self.inner.opts.host.page_alloc).await;
+        let b = self.inner.dev.read_meta(addr as u64, Traffic::Node).await?;
+        let node = Node::decode(&b)?;
+        if node.footer.nid != nid {
+            return Err(FsError::Corrupt(format!(
+                "block {addr} holds node {} where the NAT says node {nid}",
+                node.footer.nid
+            )));
+        }
+        let mut st = self.inner.st.borrow_mut();
+        if !st.cache.touch_node(nid) {
+            st.cache.put_node(nid, node, false);
+        }
+        Ok(())
+    }
+
+    /// Loads an inode and returns a copy of its data.
+    pub(crate) async fn inode(&self, ino: Ino) -> FsResult<InodeData> {
+        if ino == 0 || ino > u32::MAX as u64 {
+            return Err(FsError::NotFound);
+        }
+        {
+            let st = self.inner.st.borrow();
+            let e = st.nat.entries.get(ino as usize);
+            if e.is_none_or(|e| e.ino != ino as u32) {
+                return Err(FsError::NotFound);
+            }
+        }
+        self.ensure_node(ino as Nid).await?;
+        let st = self.inner.st.borrow();
+        st.cache
+            .node(ino as Nid)
+            .and_then(|n| n.inode().cloned())
+            .ok_or_else(|| FsError::Corrupt(format!("node {ino} is not an inode")))
+    }
+
+    fn with_inode<R>(&self, ino: Ino, f: impl FnOnce(&mut InodeData) -> R) -> R {
+        let mut st = self.inner.st.borrow_mut();
+        let n = st
+            .cache
+            .node_mut(ino as Nid)
+            .expect("inode made resident before use");
+        f(n.inode_mut().expect("node is an inode"))
+    }
+
+    fn attr_of(ino: Ino, i: &InodeData) -> Attr {
+        Attr {
+            ino,
+            kind: i.kind,
+            perm: i.perm,
+            nlink: i.nlink,
+            uid: i.uid,
+            gid: i.gid,
+            size: i.size,
+            blocks: i.blocks,
+            atime: Nanos(i.atime),
+            mtime: Nanos(i.mtime),
+            ctime: Nanos(i.ctime),
+        }
+    }
+
+    fn alloc_nid(&self, ino: u32) -> FsResult<Nid> {
+        let mut st = self.inner.st.borrow_mut();
+        let nid = match st.nat.free.pop_first() {
+            Some(n) => n,
+            None => {
+                let n = st.nat.next_nid;
+                if n as usize >= st.nat.entries.len() {
+                    return Err(FsError::NoSpace);
+                }
+                st.nat.next_nid += 1;
+                n
+            }
+        };
+        let ino = if ino == 0 { nid } else { ino };
+        st.nat.set(
+            nid,
+            NatEntry {
+                ino,
+                addr: NULL_ADDR,
+            },
+        );
+        st.nat.valid_nodes += 1;
+        Ok(nid)
+    }
+
+    /// Frees a node: its block becomes invalid and its id reusable after the checkpoint.
+    fn free_node(&self, nid: Nid) {
+        let mut st = self.inner.st.borrow_mut();
+        let t = now_ns(&self.inner.sim);
+        let e = st.nat.entries[nid as usize];
+        st.segs.invalidate(e.addr, t);
+        if e.ino == nid {
+            st.nat.valid_inodes -= 1;
+        }
+        st.nat.set(nid, NatEntry::default());
+        st.nat.valid_nodes -= 1;
+        st.nat.pending_free.push(nid);
+        st.cache.drop_node(nid);
+    }
+
+    /// Makes resident every node on the way to file block `idx`, creating missing ones when
+    /// `create`. Returns the direct node (or inode) holding the address and its slot, or None
+    /// when the block is unmapped and `create` is false.
+    async fn map_path(&self, ino: Ino, idx: u64, create: bool) -> FsResult<Option<(Nid, usize)>> {
+        let slot = slot_of(idx)?;
+        self.ensure_node(ino as Nid).await?;
+        let Slot::Tree {
+            top,
+            path,
+            depth,
+            slot,
+            base,
+        } = slot
+        else {
+            let Slot::Inode(s) = slot else { unreachable!() };
+            return Ok(Some((ino as Nid, s)));
+        };
+        // Walk: inode.nids[top] -> (indirect path[0] -> (indirect path[1])) -> direct. A node
+        // evicted while a child was read (memory pressure) restarts the walk.
+        'walk: loop {
+            self.ensure_node(ino as Nid).await?;
+            let mut parent = ino as Nid;
+            let mut parent_slot = ParentSlot::InodeNid(top);
+            for (level, &next) in path
+                .iter()
+                .chain(std::iter::once(&0))
+                .take(depth + 1)
+                .enumerate()
+            {
+                let child = {
+                    let st = self.inner.st.borrow();
+                    let Some(p) = st.cache.node(parent) else {
+                        continue 'walk;
+                    };
+                    parent_slot.get(p)
+                };
+                let child = if child == 0 {
+                    if !create {
+                        return Ok(None);
+                    }
+                    let nid = self.alloc_nid(ino as u32)?;
+                    let body = if level < depth {
+                        NodeBody::Indirect(Vec::new())
+                    } else {
+                        NodeBody::Direct
+                    };
+                    let node = Node {
+                        body,
+                        addrs: Vec::new(),
+                        footer: Footer {
+                            nid,
+                            ino: ino as u32,
+                            base: if level == depth { base } else { 0 },
+                            ..Default::default()
+                        },
+                    };
+                    let mut st = self.inner.st.borrow_mut();
+                    st.cache.put_node(nid, node, true);
+                    let p = st
+                        .cache
+                        .node_mut(parent)
+                        .expect("resident: no await since checked");
+                    parent_slot.set(p, nid);
+                    st.cache.dirty_node(parent);
+                    nid
+                } else {
+                    self.ensure_node(child).await?;
+                    child
+                };
+                parent = child;
+                parent_slot = ParentSlot::Indirect(next);
+            }
+            return Ok(Some((parent, slot)));
+        }
+    }
+
+    /// The address of file block `idx` (NULL when a hole).
+    async fn block_addr(&self, ino: Ino, idx: u64) -> FsResult<BlkAddr> {
+        loop {
+            let Some((nid, slot)) = self.map_path(ino, idx, false).await? else {
+                return Ok(NULL_ADDR);
+            };
+            let st = self.inner.st.borrow();
+            if let Some(n) = st.cache.node(nid) {
+                return Ok(n.addrs.get(slot).copied().unwrap_or(NULL_ADDR));
+            }
+        }
+    }
+
+    // ---- directories ----
+
+    async fn load_dir(&self, dir: Ino) -> FsResult<()> {
+        let i = self.inode(dir).await?;
+        if i.kind != FileKind::Dir {
+            return Err(FsError::NotDir);
+        }
+        if self.inner.st.borrow().dirs.contains_key(&dir) {
+            return Ok(());
+        }
+        let nblocks = i.size / BLOCK as u64;
+        let mut blocks = Vec::with_capacity(nblocks as usize);
+        for b in 0..nblocks {
+            let data = self.read_page(dir, b, Traffic::UserRead).await?;
+            let PageData::Bytes(bytes) = data else {
+                return Err(FsError::Corrupt(format!(
+                    "directory {dir} block {b} holds file data"
+                )));
+            };
+            blocks.push(decode_dentries(&bytes)?);
+        }
+        let mut by_name = BTreeMap::new();
+        for (b, ents) in blocks.iter().enumerate() {
+            for d in ents {
+                by_name.insert(d.name.clone(), (d.ino, d.kind, b as u64));
+            }
+        }
+        self.inner
+            .st
+            .borrow_mut()
+            .dirs
+            .entry(dir)
+            .or_insert(DirIndex { by_name, blocks });
+        Ok(())
+    }
+
+    fn dir_entry(&self, dir: Ino, name: &str) -> Option<(u32, FileKind)> {
+        let st = self.inner.st.borrow();
+        st.dirs
+            .get(&dir)
+            .and_then(|d| d.by_name.get(name.as_bytes()))
+            .map(|&(i, k, _)| (i, k))
+    }
+
+    /// Adds an entry (the directory is loaded); the dentry block becomes a dirty page.
+    async fn dir_add(&self, dir: Ino, name: &str, ino: u32, kind: FileKind) -> FsResult<()> {
+        self.ensure_node(dir as Nid).await?;
+        let t = now_ns(&self.inner.sim);
+        let d = Dentry {
+            ino,
+            kind,
+            name: name.as_bytes().to_vec(),
+        };
+        let mut st = self.inner.st.borrow_mut();
+        let st = &mut *st;
+        let idx = st.dirs.get_mut(&dir).expect("directory loaded");
+        let found = (0..idx.blocks.len()).find(|&b| idx.used(b) + d.size() <= DENT_SPACE);
+        let b = found.unwrap_or_else(|| {
+            idx.blocks.push(Vec::new());
+            idx.blocks.len() - 1
+        });
+        idx.blocks[b].push(d.clone());
+        idx.by_name.insert(d.name, (ino, kind, b as u64));
+        let content = encode_dentries(&idx.blocks[b]);
+        let grew = st.cache.put_page_with(
+            dir,
+            b as u64,
+            PageData::Bytes(content.into()),
+            true,
+            found.is_none(),
+        );
+        let n = st
+            .cache
+            .node_mut(dir as Nid)
+            .expect("directory inode resident");
+        let i = n.inode_mut().expect("inode");
+        i.size = i.size.max((b as u64 + 1) * BLOCK as u64);
+        if grew {
+            i.blocks += 1;
+        }
+        i.mtime = t;
+        i.ctime = t;
+        st.cache.dirty_node(dir as Nid);
+        Ok(())
+    }
+
+    async fn dir_remove(&self, dir: Ino, name: &str) -> FsResult<()> {
+        self.ensure_node(dir as Nid).await?;
+        let t = now_ns(&self.inner.sim);
+        let mut st = self.inner.st.borrow_mut();
+        let st = &mut *st;
+        let idx = st.dirs.get_mut(&dir).expect("directory loaded");
+        let (_, _, b) = idx.by_name.remove(name.as_bytes()).expect("entry exists");
+        idx.blocks[b as usize].retain(|d| d.name != name.as_bytes());
+        let content = encode_dentries(&idx.blocks[b as usize]);
+        st.cache
+            .put_page(dir, b, PageData::Bytes(content.into()), true);
+        let n = st
+            .cache
+            .node_mut(dir as Nid)
+            .expect("directory inode resident");
+        let i = n.inode_mut().expect("inode");
+        i.mtime = t;
+        i.ctime = t;
+        st.cache.dirty_node(dir as Nid);
+        Ok(())
+    }
+
+    /// Changes an inode (made resident first) and marks it dirty.
+    async fn modify_inode<R>(&self, ino: Ino, f: impl FnOnce(&mut InodeData) -> R) -> FsResult<R> {
+        self.ensure_node(ino as Nid).await?;
+        let r = self.with_inode(ino, f);
+        self.inner.st.borrow_mut().cache.dirty_node(ino as Nid);
+        Ok(r)
+    }
+
+    // ---- data pages ----
+
+    /// The content of file block `idx` (zeros for a hole), through the page cache.
+    async fn read_page(&self, ino: Ino, idx: u64, class: Traffic) -> FsResult<PageData> {
+        if let Some(p) = self.inner.st.borrow_mut().cache.page(ino, idx) {
+            return Ok(p);
+        }
+        let addr = self.block_addr(ino, idx).await?;
+        let fp_mode = self.inner.st.borrow().payload == PayloadMode::Fingerprint;
+        if addr == NULL_ADDR {
+            return Ok(PageData::zero(fp_mode));
+        }
+        self.cpu(self.inner.opts.host.page_alloc).await;
+        let d = self.inner.dev.read(addr as u64, 1, class).await?;
+        let page = if d.bytes.len() == BLOCK {
+            PageData::Bytes(d.bytes.into())
+        } else if let Some(&fp) = d.fingerprints.first() {
+            PageData::Fp(fp)
+        } else {
+            return Err(FsError::Io(format!(
+                "read of block {addr} returned nothing"
+            )));
+        };
+        let mut st = self.inner.st.borrow_mut();
+        // Another thread may have dirtied the page meanwhile: its copy wins.
+        if let Some(p) = st.cache.page(ino, idx) {
+            return Ok(p);
+        }
+        st.cache.put_page(ino, idx, page.clone(), false);
+        Ok(page)
+    }
+
+    /// Writes back dirty data pages (all, or only down to the background threshold when
+    /// `partial`), then nothing else: nodes go at checkpoints and fsync.
+    pub(crate) async fn writeback(&self, partial: bool) -> FsResult<()> {
+        loop {
+            let target = {
+                let st = self.inner.st.borrow();
+                if partial
+                    && st.cache.dirty_pages() as f64
+                        <= self.inner.opts.dirty_background_ratio * st.cache.limit() as f64 / 2.0
+                {
+                    return Ok(());
+                }
+                st.cache.oldest_dirty_inode()
+            };
+            let Some(ino) = target else { return Ok(()) };
+            self.write_inode_pages(ino, None).await?;
+        }
+    }
+
+    /// Writes the dirty data pages of `ino` (only `only` if given) to its data log.
+    pub(crate) async fn write_inode_pages(&self, ino: Ino, only: Option<&[u64]>) -> FsResult<()> {
+        let (idxs, kind) = {
+            let st = self.inner.st.borrow();
+            let idxs: Vec<u64> = match only {
+                Some(v) => v.to_vec(),
+                None => st.cache.dirty_of(ino),
+            };
+            let kind = st
+                .cache
+                .node(ino as Nid)
+                .and_then(|n| n.inode().map(|i| i.kind));
+            (idxs, kind)
+        };
+        if idxs.is_empty() {
+            return Ok(());
+        }
+        let kind = match kind {
+            Some(k) => k,
+            None => self.inode(ino).await?.kind,
+        };
+        let temp = if kind == FileKind::Dir {
+            Temp::HotData
+        } else if only.is_some() {
+            Temp::ColdData
+        } else {
+            Temp::WarmData
+        };
+        let class = if only.is_some() {
+            Traffic::GcWrite
+        } else {
+            Traffic::UserWrite
+        };
+        let mut handles = Vec::new();
+        let mut run: Option<(BlkAddr, Vec<PageData>)> = None;
+        for idx in idxs {
+            // Nodes on the way must be resident while the address changes.
+            let (nid, slot) = loop {
+                let (nid, slot) = self.map_path(ino, idx, true).await?.expect("created");
+                if self.inner.st.borrow().cache.node(nid).is_some() {
+                    break (nid, slot);
+                }
+            };
+            let t = now_ns(&self.inner.sim);
+            let mut st = self.inner.st.borrow_mut();
+            let st = &mut *st;
+            let Some(data) = st.cache.take_dirty(ino, idx) else {
+                continue;
+            };
+            let Some(new) = st.segs.alloc(temp) else {
+                return Err(FsError::NoSpace);
+            };
+            let n = st.cache.node_mut(nid).expect("resident");
+            if n.addrs.len() <= slot {
+                n.addrs.resize(slot + 1, NULL_ADDR);
+            }
+            let old = std::mem::replace(&mut n.addrs[slot], new);
+            st.cache.dirty_node(nid);
+            st.segs.invalidate(old, t);
+            st.segs.validate(
+                new,
+                Summary {
+                    nid,
+                    ofs: slot as u16,
+                },
+                t,
+            );
+            match &mut run {
+                Some((start, v)) if *start + v.len() as BlkAddr == new && v.len() < 128 => {
+                    v.push(data)
+                }
+                _ => {
+                    if let Some((start, v)) = run.take() {
+                        handles.push(self.inner.dev.write(start as u64, pages_data(v), class));
+                    }
+                    run = Some((new, vec![data]));
+                }
+            }
+        }
+        if let Some((start, v)) = run.take() {
+            handles.push(self.inner.dev.write(start as u64, pages_data(v), class));
+        }
+        join_all(handles).await
+    }
+
+    /// Writes every dirty node (all, or those of one inode for fsync) to the node logs.
+    pub(crate) async fn write_nodes(&self, of_ino: Option<Ino>, fsync: bool) -> FsResult<()> {
+        let mut handles = Vec::new();
+        let nids: Vec<Nid> = {
+            let st = self.inner.st.borrow();
+            st.cache
+                .dirty_nodes()
+                .filter(|&n| of_ino.is_none_or(|i| st.nat.entries[n as usize].ino == i as u32))
+                .collect()
+        };
+        for nid in nids {
+            let t = now_ns(&self.inner.sim);
+            let mut st = self.inner.st.borrow_mut();
+            let st = &mut *st;
+            let ino = st.nat.entries[nid as usize].ino;
+            let is_dir = if ino == nid {
+                st.cache
+                    .node(nid)
+                    .and_then(|n| n.inode())
+                    .is_some_and(|i| i.kind == FileKind::Dir)
+            } else {
+                st.cache
+                    .node(ino)
+                    .and_then(|n| n.inode())
+                    .is_some_and(|i| i.kind == FileKind::Dir)
+            };
+            let Some(node) = st.cache.take_dirty_node(nid) else {
+                continue;
+            };
+            let temp = node_temp(&node, is_dir);
+            let Some(new) = st.segs.alloc(temp) else {
+                return Err(FsError::NoSpace);
+            };
+            let old = st.nat.entries[nid as usize].addr;
+            st.segs.invalidate(old, t);
+            st.segs.validate(new, Summary { nid, ofs: 0 }, t);
+            st.nat.set(nid, NatEntry { ino, addr: new });
+            let mut n = node;
+            n.footer.cp_ver = st.cp_ver;
+            n.footer.flags = if fsync { FLAG_FSYNC | FLAG_DENT } else { 0 };
+            n.footer.next = st.segs.peek_next(temp);
+            let bytes = n.encode();
+            handles.push(
+                self.inner
+                    .dev
+                    .write(new as u64, OwnedData::Bytes(bytes), Traffic::Node),
+            );
+        }
+        join_all(handles).await
+    }
+
+    // ---- inode lifetime ----
+
+    /// Releases every block and node of an inode whose last link is gone.
+    async fn evict_inode(&self, ino: Ino) -> FsResult<()> {
+        self.truncate_blocks(ino, 0).await?;
+        let top: Vec<Nid> = {
+            let st = self.inner.st.borrow();
+            st.cache
+                .node(ino as Nid)
+                .and_then(|n| n.inode().map(|i| i.nids.to_vec()))
+                .unwrap_or_default()
+        };
+        debug_assert!(top.iter().all(|&n| n == 0), "truncation freed the tree");
+        {
+            let mut st = self.inner.st.borrow_mut();
+            st.dirs.remove(&ino);
+            st.cache.drop_inode_pages(ino);
+        }
+        self.free_node(ino as Nid);
+        self.inner.inode_locks.borrow_mut().remove(&ino);
+        Ok(())
+    }
+
+    /// Drops file blocks from `from` on (pages, addresses and emptied nodes).
+    async fn truncate_blocks(&self, ino: Ino, from: u64) -> FsResult<()> {
+        let t = now_ns(&self.inner.sim);
+        // Cached pages beyond the end go first (dirty ones held a reservation).
+        {
+            let mut st = self.inner.st.borrow_mut();
+            let dropped_new = st.cache.drop_pages_from(ino, from);
+            if dropped_new > 0 {
+                let n = st.cache.node_mut(ino as Nid).expect("resident");
+                let i = n.inode_mut().expect("inode");
+                i.blocks -= dropped_new;
+            }
+        }
+        // Inode slots.
+        {
+            let mut st = self.inner.st.borrow_mut();
+            let st = &mut *st;
+            let n = st.cache.node_mut(ino as Nid).expect("resident");
+            let mut freed = Vec::new();
+            for s in (from.min(INODE_ADDRS as u64) as usize)..n.addrs.len() {
+                if n.addrs[s] != NULL_ADDR {
+                    freed.push(std::mem::replace(&mut n.addrs[s], NULL_ADDR));
+                }
+            }
+            let i = n.inode_mut().expect("inode");
+            i.blocks -= freed.len() as u64;
+            for a in freed {
+                st.segs.invalidate(a, t);
+            }
+            st.cache.dirty_node(ino as Nid);
+        }
+        // The node tree: walk each top-level subtree.
+        let n = NODE_ENTRIES as u64;
+        let tops: [(usize, u64, usize); INODE_NIDS] = [
+            (0, INODE_ADDRS as u64, 0),
+            (1, INODE_ADDRS as u64 + n, 0),
+            (2, INODE_ADDRS as u64 + 2 * n, 1),
+            (3, INODE_ADDRS as u64 + 2 * n + n * n, 1),
+            (4, INODE_ADDRS as u64 + 2 * n + 2 * n * n, 2),
+        ];
+        for (top, base, depth) in tops {
+            let nid = {
+                let st = self.inner.st.borrow();
+                st.cache
+                    .node(ino as Nid)
+                    .and_then(|x| x.inode().map(|i| i.nids[top]))
+                    .expect("resident")
+            };
+            if nid == 0 {
+                continue;
+            }
+            let span = n.pow(depth as u32 + 1);
+            if from >= base + span {
+                continue;
+            }
+            let removed = Box::pin(self.truncate_subtree(ino, nid, base, depth, from)).await?;
+            if removed {
+                self.ensure_node(ino as Nid).await?;
+                let mut st = self.inner.st.borrow_mut();
+                let x = st.cache.node_mut(ino as Nid).expect("resident");
+                x.inode_mut().expect("inode").nids[top] = 0;
+                st.cache.dirty_node(ino as Nid);
+            }
+        }
+        Ok(())
+    }
+
+    /// Truncates the subtree at `nid` (first file block `base`, `depth` indirect levels) from
+    /// `from`; returns whether the node itself was freed.
+    async fn truncate_subtree(
+        &self,
+        ino: Ino,
+        nid: Nid,
+        base: u64,
+        depth: usize,
+        from: u64,
+    ) -> FsResult<bool> {
+        self.ensure_node(nid).await?;
+        let t = now_ns(&self.inner.sim);
+        let n = NODE_ENTRIES as u64;
+        if depth == 0 {
+            let empty = {
+                let mut st = self.inner.st.borrow_mut();
+                let st = &mut *st;
+                let node = st.cache.node_mut(nid).expect("resident");
+                let start = from.saturating_sub(base) as usize;
+                let mut freed = Vec::new();
+                for s in start..node.addrs.len() {
+                    if node.addrs[s] != NULL_ADDR {
+                        freed.push(std::mem::replace(&mut node.addrs[s], NULL_ADDR));
+                    }
+                }
+                let empty = node.addrs.iter().all(|&a| a == NULL_ADDR);
+                st.cache.dirty_node(nid);
+                let count = freed.len() as u64;
+                for a in freed {
+                    st.segs.invalidate(a, t);
+                }
+                if let Some(i) = st.cache.node_mut(ino as Nid).and_then(|x| x.inode_mut()) {
+                    i.blocks -= count;
+                }
+                empty
+            };
+            if empty {
+                self.free_node(nid);
+            }
+            return Ok(empty);
+        }
+        let child_span = n.pow(depth as u32);
+        let children: Vec<Nid> = {
+            let st = self.inner.st.borrow();
+            match &st.cache.node(nid).expect("resident").body {
+                NodeBody::Indirect(v) => v.clone(),
+                _ => return Err(FsError::Corrupt(format!("node {nid} should be indirect"))),
+            }
+        };
+        for (k, &c) in children.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let cbase = base + k as u64 * child_span;
+            if from >= cbase + child_span {
+                continue;
+            }
+            if Box::pin(self.truncate_subtree(ino, c, cbase, depth - 1, from)).await? {
+                self.ensure_node(nid).await?;
+                let mut st = self.inner.st.borrow_mut();
+                if let NodeBody::Indirect(v) = &mut st.cache.node_mut(nid).expect("resident").body {
+                    v[k] = 0;
+                }
+                st.cache.dirty_node(nid);
+            }
+        }
+        let empty = {
+            let st = self.inner.st.borrow();
+            match &st.cache.node(nid).map(|x| &x.body) {
+                Some(NodeBody::Indirect(v)) => v.iter().all(|&c| c == 0),
+                _ => false,
+            }
+        };
+        if empty {
+            self.free_node(nid);
+        }
+        Ok(empty)
+    }
+
+    // ---- checkpoint ----
+
+    /// Writes a checkpoint: dirty directory pages and every dirty node, then NAT, SIT and SSA
+    /// changes, then the checkpoint pack; zones emptied by cleaning become free (and are
+    /// reset). Blocks every other call while it runs (seed 000 §3.1, "metadata update").
+    pub async fn checkpoint(&self) -> FsResult<()> {
+        let _all = self.inner.cp_lock.acquire(CP_SHARES).await;
+        self.checkpoint_locked().await
+    }
+
+    async fn checkpoint_locked(&self) -> FsResult<()> {
+        // Directory blocks first (F2FS syncs dentries at a checkpoint), then nodes.
+        let dirs: Vec<Ino> = {
+            let st = self.inner.st.borrow();
+            st.cache
+                .dirty_inodes()
+                .filter(|&i| {
+                    st.cache
+                        .node(i as Nid)
+                        .and_then(|n| n.inode())
+                        .is_some_and(|x| x.kind != FileKind::File)
+                })
+                .collect()
+        };
+        for d in dirs {
+            self.write_inode_pages(d, None).await?;
+        }
+        self.write_nodes(None, false).await?;
+        let layout = self.inner.st.borrow().segs.layout.clone();
+        let mut handles = Vec::new();
+        let (cp, prefree) = {
+            let mut st = self.inner.st.borrow_mut();
+            let st = &mut *st;
+            for b in std::mem::take(&mut st.nat.dirty) {
+                let copy = !st.nat.copy[b as usize];
+                st.nat.copy[b as usize] = copy;
+                let first = b as usize * NAT_PER_BLOCK;
+                let block =
+                    crate::ondisk::encode_nat(b, &st.nat.entries[first..first + NAT_PER_BLOCK]);
+                handles.push(self.inner.dev.write(
+                    layout.nat_block(b, copy),
+                    OwnedData::Bytes(block),
+                    Traffic::Meta,
+                ));
+            }
+            let per = layout.sit_per_block;
+            for b in std::mem::take(&mut st.segs.sit_dirty) {
+                let copy = !st.segs.sit_copy[b as usize];
+                st.segs.sit_copy[b as usize] = copy;
+                let first = b as usize * per;
+                let last = (first + per).min(st.segs.sit.len());
+                let block = crate::ondisk::encode_sit(b, &st.segs.sit[first..last]);
+                handles.push(self.inner.dev.write(
+                    layout.sit_block(b, copy),
+                    OwnedData::Bytes(block),
+                    Traffic::Meta,
+                ));
+            }
+            let bps = layout.sb.blocks_per_seg as usize;
+            let spz = layout.sb.segs_per_zone;
+            for seg in std::mem::take(&mut st.segs.ssa_dirty) {
+                let first = layout.main_index(seg / spz, (seg % spz) * layout.sb.blocks_per_seg);
+                for (part, chunk) in st.segs.ssa[first..first + bps]
+                    .chunks(SSA_PER_BLOCK)
+                    .enumerate()
+                {
+                    let block = crate::ondisk::encode_ssa(seg, part as u32, chunk);
+                    handles.push(self.inner.dev.write(
+                        layout.ssa_block(seg, part as u32),
+                        OwnedData::Bytes(block),
+                        Traffic::Meta,
+                    ));
+                }
+            }
+            let mut cursegs = [crate::ondisk::CursegState {
+                zone: u32::MAX,
+                offset: 0,
+            }; 6];
+            for (i, c) in st.segs.logs.iter().enumerate() {
+                if let Some(c) = c {
+                    cursegs[i] = *c;
+                }
+            }
+            let prefree: Vec<u32> = (0..st.segs.zones.len() as u32)
+                .filter(|&z| st.segs.zones[z as usize] == ZoneUse::Prefree)
+                .collect();
+            st.cp_ver += 1;
+            let cp = Checkpoint {
+                version: st.cp_ver,
+                time: now_ns(&self.inner.sim),
+                cursegs,
+                next_nid: st.nat.next_nid,
+                valid_nodes: st.nat.valid_nodes,
+                valid_inodes: st.nat.valid_inodes,
+                valid_blocks: st.segs.valid_blocks,
+                nat_copy: st.nat.copy.clone(),
+                sit_copy: st.segs.sit_copy.clone(),
+                orphans: Vec::new(),
+            };
+            (cp, prefree)
+        };
+        join_all(handles).await?;
+        self.inner.dev.flush().await?;
+        let pack = layout.cp_pack((cp.version % 2) as u32);
+        let blocks = cp.encode();
+        let mut handles = Vec::new();
+        for (i, b) in blocks.into_iter().enumerate() {
+            handles.push(self.inner.dev.write(
+                pack + i as u64,
+                OwnedData::Bytes(b),
+                Traffic::Checkpoint,
+            ));
+        }
+        join_all(handles).await?;
+        self.inner.dev.flush().await?;
+        // Durable now: emptied zones are free and freed node ids reusable.
+        for z in prefree {
+            let left = self.inner.st.borrow().segs.zone_valid(z);
+            assert_eq!(left, 0, "cleaned zone {z} still holds {left} valid blocks");
+            self.inner
+                .dev
+                .zone(ZoneAction::Reset, layout.zone_start(z))
+                .await?;
+            let mut st = self.inner.st.borrow_mut();
+            st.segs.zones[z as usize] = ZoneUse::Free;
+            st.segs.wp[z as usize] = 0;
+            st.segs.free_zones.insert(z);
+            st.stats.zone_resets += 1;
+        }
+        {
+            let mut st = self.inner.st.borrow_mut();
+            let freed = std::mem::take(&mut st.nat.pending_free);
+            st.nat.free.extend(freed);
+            st.stats.checkpoints += 1;
+            st.cache.shrink();
+        }
+        self.inner.last_cp.set(self.inner.sim.now());
+        Ok(())
+    }
+
+    // ---- cleaning ----
+
+    /// Cleans one zone. Returns false when no zone would free space.
+    pub(crate) async fn clean_one(&self, foreground: bool) -> FsResult<bool> {
+        let t0 = self.inner.sim.now();
+        let victim = {
+            let st = self.inner.st.borrow();
+            let v = if foreground {
+                self.inner.policy.foreground_victim()
+            } else {
+                self.inner.policy.background_victim()
+            };
+            v.pick(&st.segs, now_ns(&self.inner.sim))
+        };
+        let Some(z) = victim else { return Ok(false) };
+        let layout = self.inner.st.borrow().segs.layout.clone();
+        // Init: the victim's summary blocks, and its valid blocks' owners.
+        let ssa_blocks = layout.sb.segs_per_zone as u64 * layout.sb.ssa_per_seg as u64;
+        let first_seg = z * layout.sb.segs_per_zone;
+        for s in 0..layout.sb.segs_per_zone {
+            let seg = first_seg + s;
+            self.inner
+                .dev
+                .read(
+                    layout.ssa_block(seg, 0),
+                    layout.sb.ssa_per_seg as u64,
+                    Traffic::Meta,
+                )
+                .await?;
+        }
+        let _ = ssa_blocks;
+        let valid: Vec<(BlkAddr, Summary)> = {
+            let st = self.inner.st.borrow();
+            (0..layout.blocks_per_zone)
+                .map(|off| layout.addr(z, off))
+                .filter(|&a| st.segs.is_valid(a))
+                .map(|a| (a, st.segs.owner(a)))
+                .collect()
+        };
+        // Owners: node blocks are rewritten by dirtying them; data blocks are read into the
+        // page cache and written to the cold data log.
+        let mut data: BTreeMap<Ino, Vec<(u64, BlkAddr)>> = BTreeMap::new();
+        for &(a, sum) in &valid {
+            let e = self.inner.st.borrow().nat.entries[sum.nid as usize];
+            if e.ino == 0 {
+                return Err(FsError::Corrupt(format!(
+                    "valid block {a} owned by free node {}",
+                    sum.nid
+                )));
+            }
+            self.ensure_node(sum.nid).await?;
+            let mut st = self.inner.st.borrow_mut();
+            if e.addr == a {
+                st.cache.dirty_node(sum.nid);
+                continue;
+            }
+            let n = st.cache.node(sum.nid).expect("resident");
+            if n.addrs.get(sum.ofs as usize) != Some(&a) {
+                return Err(FsError::Corrupt(format!(
+                    "block {a}: its summary names node {} slot {}, which points elsewhere",
+                    sum.nid, sum.ofs
+                )));
+            }
+            let idx = n.footer.base + sum.ofs as u64;
+            data.entry(e.ino as Ino).or_default().push((idx, a));
+        }
+        let t_init = self.inner.sim.now();
+        // Read phase: blocks not in the page cache, in address runs.
+        let mut reads: Vec<(Ino, u64, BlkAddr)> = Vec::new();
+        {
+            let st = self.inner.st.borrow();
+            for (&ino, v) in &data {
+                for &(idx, a) in v {
+                    if !st.cache.has_page(ino, idx) {
+                        reads.push((ino, idx, a));
+                    }
+                }
+            }
+        }
+        reads.sort_by_key(|r| r.2);
+        let mut i = 0;
+        while i < reads.len() {
+            let mut j = i + 1;
+            while j < reads.len() && reads[j].2 == reads[j - 1].2 + 1 && j - i < 128 {
+                j += 1;
+            }
+            self.cpu(self.inner.opts.host.page_alloc.times((j - i) as u64))
+                .await;
+            let d = self
+                .inner
+                .dev
+                .read(reads[i].2 as u64, (j - i) as u64, Traffic::GcRead)
+                .await?;
+            let mut st = self.inner.st.borrow_mut();
+            for (k, r) in reads[i..j].iter().enumerate() {
+                let page = if d.bytes.len() == (j - i) * BLOCK {
+                    PageData::Bytes(d.bytes[k * BLOCK..(k + 1) * BLOCK].into())
+                } else {
+                    PageData::Fp(d.fingerprints[k])
+                };
+                if !st.cache.has_page(r.0, r.1) {
+                    st.cache.put_page(r.0, r.1, page, false);
+                }
+            }
+            i = j;
+        }
+        let t_read = self.inner.sim.now();
+        // Write phase: under each file's lock, blocks still at their victim address move.
+        let mut moved = 0u64;
+        for (ino, v) in data {
+            let lock = self.inode_lock(ino);
+            let _l = lock.lock().await;
+            let alive = self.inner.st.borrow().nat.entries[ino as usize].ino == ino as u32;
+            if !alive {
+                continue;
+            }
+            let mut idxs = Vec::with_capacity(v.len());
+            for (idx, a) in v {
+                if self.block_addr(ino, idx).await? != a {
+                    continue;
+                }
+                let page = self.read_page(ino, idx, Traffic::GcRead).await?;
+                self.inner
+                    .st
+                    .borrow_mut()
+                    .cache
+                    .mark_for_move(ino, idx, page);
+                idxs.push(idx);
+            }
+            moved += idxs.len() as u64;
+            self.write_inode_pages(ino, Some(&idxs)).await?;
+        }
+        let t_write = self.inner.sim.now();
+        self.inner.st.borrow_mut().segs.zones[z as usize] = ZoneUse::Prefree;
+        // Checkpoint phase: makes the moves durable; the zone is then reset and free.
+        let _all = self.inner.cp_lock.acquire(CP_SHARES).await;
+        self.checkpoint_locked().await?;
+        drop(_all);
+        let t_cp = self.inner.sim.now();
+        let mut st = self.inner.st.borrow_mut();
+        st.stats.zones_cleaned += 1;
+        st.stats.blocks_moved += moved;
+        if foreground {
+            st.stats.foreground_cleanings += 1;
+        } else {
+            st.stats.background_cleanings += 1;
+        }
+        st.stats.compaction.push(CompactionTime {
+            init: t_init - t0,
+            read: t_read - t_init,
+            write: t_write - t_read,
+            checkpoint: t_cp - t_write,
+        });
+        Ok(true)
+    }
+
+    // ---- public extras ----
+
+    /// Writes everything back and checkpoints; later calls fail.
+    pub async fn unmount(&self) -> FsResult<()> {
+        self.sync().await?;
+        let mut st = self.inner.st.borrow_mut();
+        st.unmounted = true;
+        drop(st);
+        self.inner.flusher_wake.notify_all();
+        Ok(())
+    }
+
+    pub fn stats(&self) -> FsStats {
+        let st = self.inner.st.borrow();
+        let mut s = st.stats.clone();
+        s.traffic = self.inner.dev.traffic();
+        s
+    }
+
+    pub fn free_zones(&self) -> u32 {
+        self.inner.st.borrow().segs.free_zones.len() as u32
+    }
+
+    pub fn sim(&self) -> &Sim {
+        &self.inner.sim
+    }
+
+    /// The inode of `path` ("/a/b"), following no symlinks.
+    pub async fn resolve(&self, path: &str) -> FsResult<Ino> {
+        let mut ino = ROOT_INO;
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            ino = self.lookup(ino, part).await?.ino;
+        }
+        Ok(ino)
+    }
+
+    fn user_capacity(&self, st: &State) -> u64 {
+        let bpz = st.segs.layout.blocks_per_zone as u64;
+        (st.segs.layout.sb.main_zones as u64).saturating_sub(st.reserved_zones as u64 * 2) * bpz
+    }
+
+    /// Blocks in use, counting dirty pages not yet written.
+    fn used_blocks(&self, st: &State) -> u64 {
+        st.segs.valid_blocks + st.cache.new_pages()
+    }
+
+    fn check_space(&self, blocks: u64) -> FsResult<()> {
+        let st = self.inner.st.borrow();
+        if self.used_blocks(&st) + blocks > self.user_capacity(&st) {
+            return Err(FsError::NoSpace);
+        }
+        Ok(())
+    }
+
+    async fn create_node(
+        &self,
+        parent: Ino,
+        name: &str,
+        kind: FileKind,
+        perm: u16,
+        uid: u32,
+        gid: u32,
+    ) -> FsResult<Attr> {
+        check_name(name)?;
+        let _share = self.enter(true).await?;
+        let _ns = self.inner.ns_lock.lock().await;
+        self.load_dir(parent).await?;
+        if self.dir_entry(parent, name).is_some() {
+            return Err(FsError::Exists);
+        }
+        self.check_space(2)?;
+        if kind == FileKind::Dir {
+            let p = self.inode(parent).await?;
+            if p.nlink >= LINK_MAX {
+                return Err(FsError::TooManyLinks);
+            }
+        }
+        let nid = self.alloc_nid(0)?;
+        let t = now_ns(&self.inner.sim);
+        let node = new_inode(
+            nid,
+            kind,
+            perm & 0o7777,
+            uid,
+            gid,
+            t,
+            parent,
+            name.as_bytes(),
+        );
+        {
+            let mut st = self.inner.st.borrow_mut();
+            st.nat.valid_inodes += 1;
+            st.cache.put_node(nid, node, true);
+            if kind == FileKind::Dir {
+                st.dirs.insert(
+                    nid as Ino,
+                    DirIndex {
+                        by_name: BTreeMap::new(),
+                        blocks: Vec::new(),
+                    },
+                );
+            }
+        }
+        self.dir_add(parent, name, nid, kind).await?;
+        if kind == FileKind::Dir {
+            self.modify_inode(parent, |i| i.nlink += 1).await?;
+        }
+        let i = self.inode(nid as Ino).await?;
+        Ok(Fs::attr_of(nid as Ino, &i))
+    }
+
+    /// Drops one link of `ino` (its entry already removed); evicts the inode at zero.
+    async fn drop_link(&self, ino: Ino) -> FsResult<()> {
+        self.ensure_node(ino as Nid).await?;
+        let t = now_ns(&self.inner.sim);
+        let (nlink, kind) = self.with_inode(ino, |i| {
+            i.nlink = i.nlink.saturating_sub(1);
+            i.ctime = t;
+            (i.nlink, i.kind)
+        });
+        self.inner.st.borrow_mut().cache.dirty_node(ino as Nid);
+        if nlink == 0 || (kind == FileKind::Dir && nlink <= 1) {
+            self.evict_inode(ino).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether `anc` is `ino` or one of its ancestors (following parents up to the root).
+    async fn is_ancestor(&self, anc: Ino, mut ino: Ino) -> FsResult<bool> {
+        loop {
+            if ino == anc {
+                return Ok(true);
+            }
+            if ino == ROOT_INO {
+                return Ok(false);
+            }
+            ino = self.inode(ino).await?.parent as Ino;
+        }
+    }
+
+    /// Checks the in-memory state against itself (tests and fsck): SIT counts equal the
+    /// blocks NAT and nodes point to, no block is owned twice, SSA names every owner.
+    pub async fn check(&self) -> FsResult<Vec<String>> {
+        crate::fsck::check_mounted(self).await
+    }
+}
+
+/// Which child pointer of a node the tree walk follows.
+#[derive(Clone, Copy)]
+enum ParentSlot {
+    InodeNid(usize),
+    Indirect(usize),
+}
+
+impl ParentSlot {
+    fn get(self, n: &Node) -> Nid {
+        match (self, &n.body) {
+            (ParentSlot::InodeNid(i), NodeBody::Inode(x)) => x.nids[i],
+            (ParentSlot::Indirect(i), NodeBody::Indirect(v)) => v.get(i).copied().unwrap_or(0),
+            _ => 0,
+        }
+    }
+    fn set(self, n: &mut Node, nid: Nid) {
+        match (self, &mut n.body) {
+            (ParentSlot::InodeNid(i), NodeBody::Inode(x)) => x.nids[i] = nid,
+            (ParentSlot::Indirect(i), NodeBody::Indirect(v)) => {
+                if v.len() <= i {
+                    v.resize(i + 1, 0);
+                }
+                v[i] = nid;
+            }
+            _ => panic!("tree walk reached a node of the wrong type"),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn new_inode(
+    nid: Nid,
+    kind: FileKind,
+    perm: u16,
+    uid: u32,
+    gid: u32,
+    t: u64,
+    parent: Ino,
+    name: &[u8],
+) -> Node {
+    Node {
+        body: NodeBody::Inode(Box::new(InodeData {
+            kind,
+            perm,
+            uid,
+            gid,
+            nlink: if kind == FileKind::Dir { 2 } else { 1 },
+            size: 0,
+            blocks: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            parent: parent as u32,
+            name: name.to_vec(),
+            nids: [0; INODE_NIDS],
+        })),
+        addrs: Vec::new(),
+        footer: Footer {
+            nid,
+            ino: nid,
+            ..Default::default()
+        },
+    }
+}
+
+fn pages_data(v: Vec<PageData>) -> OwnedData {
+    if v.iter().all(|p| matches!(p, PageData::Fp(_))) {
+        OwnedData::Fingerprints(
+            v.into_iter()
+                .map(|p| match p {
+                    PageData::Fp(f) => f,
+                    PageData::Bytes(_) => unreachable!(),
+                })
+                .collect(),
+        )
+    } else {
+        let mut out = Vec::with_capacity(v.len() * BLOCK);
+        for p in v {
+            match p {
+                PageData::Bytes(b) => out.extend_from_slice(&b),
+                PageData::Fp(f) => {
+                    zonelab_device::payload::block_from_fingerprint(f, BLOCK as u64, &mut out)
+                }
+            }
+        }
+        OwnedData::Bytes(out)
+    }
+}
+
+/// Waits for whichever of two futures finishes first.
+async fn futures_select(
+    a: impl std::future::Future<Output = ()>,
+    b: impl std::future::Future<Output = ()>,
+) {
+    let mut a = std::pin::pin!(a);
+    let mut b = std::pin::pin!(b);
+    std::future::poll_fn(|cx| {
+        if a.as_mut().poll(cx).is_ready() || b.as_mut().poll(cx).is_ready() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+impl FileSystem for Fs {
+    async fn lookup(&self, parent: Ino, name: &str) -> FsResult<Attr> {
+        if name.len() > NAME_MAX {
+            return Err(FsError::NameTooLong);
+        }
+        let _share = self.enter(false).await?;
+        self.load_dir(parent).await?;
+        let (ino, _) = self.dir_entry(parent, name).ok_or(FsError::NotFound)?;
+        let i = self.inode(ino as Ino).await?;
+        Ok(Fs::attr_of(ino as Ino, &i))
+    }
+
+    async fn getattr(&self, ino: Ino) -> FsResult<Attr> {
+        let _share = self.enter(false).await?;
+        let i = self.inode(ino).await?;
+        Ok(Fs::attr_of(ino, &i))
+    }
+
+    async fn setattr(&self, ino: Ino, set: SetAttr) -> FsResult<Attr> {
+        let _share = self.enter(set.size.is_some()).await?;
+        let lock = self.inode_lock(ino);
+        let _l = lock.lock().await;
+        let i = self.inode(ino).await?;
+        let t = now_ns(&self.inner.sim);
+        if let Some(size) = set.size {
+            if i.kind == FileKind::Dir {
+                return Err(FsError::IsDir);
+            }
+            if i.kind != FileKind::File {
+                return Err(FsError::Invalid(
+                    "only regular files can be truncated".into(),
+                ));
+            }
+            self.resize(ino, &i, size).await?;
+            self.with_inode(ino, |x| x.mtime = t);
+        }
+        self.ensure_node(ino as Nid).await?;
+        let attr = self.with_inode(ino, |x| {
+            if let Some(p) = set.perm {
+                x.perm = p & 0o7777;
+            }
+            if let Some(u) = set.uid {
+                x.uid = u;
+            }
+            if let Some(g) = set.gid {
+                x.gid = g;
+            }
+            if let Some(a) = set.atime {
+                x.atime = a.0;
+            }
+            if let Some(m) = set.mtime {
+                x.mtime = m.0;
+            }
+            x.ctime = t;
+            Fs::attr_of(ino, x)
+        });
+        self.inner.st.borrow_mut().cache.dirty_node(ino as Nid);
+        Ok(attr)
+    }
+
+    async fn create(
+        &self,
+        parent: Ino,
+        name: &str,
+        perm: u16,
+        uid: u32,
+        gid: u32,
+    ) -> FsResult<Attr> {
+        self.create_node(parent, name, FileKind::File, perm, uid, gid)
+            .await
+    }
+
+    async fn mkdir(
+        &self,
+        parent: Ino,
+        name: &str,
+        perm: u16,
+        uid: u32,
+        gid: u32,
+    ) -> FsResult<Attr> {
+        self.create_node(parent, name, FileKind::Dir, perm, uid, gid)
+            .await
+    }
+
+    async fn symlink(
+        &self,
+        parent: Ino,
+        name: &str,
+        target: &str,
+        uid: u32,
+        gid: u32,
+    ) -> FsResult<Attr> {
+        if target.is_empty() || target.len() >= BLOCK {
+            return Err(FsError::Invalid(format!(
+                "symlink target of {} bytes (1 to {} allowed)",
+                target.len(),
+                BLOCK - 1
+            )));
+        }
+        let a = self
+            .create_node(parent, name, FileKind::Symlink, 0o777, uid, gid)
+            .await?;
+        let _share = self.enter(false).await?;
+        let mut block = vec![0u8; BLOCK];
+        block[..target.len()].copy_from_slice(target.as_bytes());
+        let mut st = self.inner.st.borrow_mut();
+        let grew = st
+            .cache
+            .put_page_with(a.ino, 0, PageData::Bytes(block.into()), true, true);
+        let n = st
+            .cache
+            .node_mut(a.ino as Nid)
+            .expect("resident after create");
+        let i = n.inode_mut().expect("inode");
+        i.size = target.len() as u64;
+        if grew {
+            i.blocks += 1;
+        }
+        let attr = Fs::attr_of(a.ino, i);
+        st.cache.dirty_node(a.ino as Nid);
+        Ok(attr)
+    }
+
+    async fn readlink(&self, ino: Ino) -> FsResult<String> {
+        let _share = self.enter(false).await?;
+        let i = self.inode(ino).await?;
+        if i.kind != FileKind::Symlink {
+            return Err(FsError::Invalid("not a symbolic link".into()));
+        }
+        let PageData::Bytes(b) = self.read_page(ino, 0, Traffic::UserRead).await? else {
+            return Err(FsError::Corrupt(format!(
+                "symlink {ino} has no target block"
+            )));
+        };
+        String::from_utf8(b[..i.size as usize].to_vec())
+            .map_err(|_| FsError::Corrupt(format!("symlink {ino} target is not UTF-8")))
+    }
+
+    async fn link(&self, ino: Ino, newparent: Ino, newname: &str) -> FsResult<Attr> {
+        check_name(newname)?;
+        let _share = self.enter(true).await?;
+        let _ns = self.inner.ns_lock.lock().await;
+        let i = self.inode(ino).await?;
+        if i.kind == FileKind::Dir {
+            return Err(FsError::Invalid(
+                "hard links to directories are not allowed".into(),
+            ));
+        }
+        if i.nlink >= LINK_MAX {
+            return Err(FsError::TooManyLinks);
+        }
+        self.load_dir(newparent).await?;
+        if self.dir_entry(newparent, newname).is_some() {
+            return Err(FsError::Exists);
+        }
+        self.dir_add(newparent, newname, ino as u32, i.kind).await?;
+        self.ensure_node(ino as Nid).await?;
+        let t = now_ns(&self.inner.sim);
+        let attr = self.with_inode(ino, |x| {
+            x.nlink += 1;
+            x.ctime = t;
+            Fs::attr_of(ino, x)
+        });
+        self.inner.st.borrow_mut().cache.dirty_node(ino as Nid);
+        Ok(attr)
+    }
+
+    async fn unlink(&self, parent: Ino, name: &str) -> FsResult<()> {
+        let _share = self.enter(true).await?;
+        let _ns = self.inner.ns_lock.lock().await;
+        self.load_dir(parent).await?;
+        let (ino, kind) = self.dir_entry(parent, name).ok_or(FsError::NotFound)?;
+        if kind == FileKind::Dir {
+            return Err(FsError::IsDir);
+        }
+        self.dir_remove(parent, name).await?;
+        let lock = self.inode_lock(ino as Ino);
+        let _l = lock.lock().await;
+        self.drop_link(ino as Ino).await
+    }
+
+    async fn rmdir(&self, parent: Ino, name: &str) -> FsResult<()> {
+        let _share = self.enter(true).await?;
+        let _ns = self.inner.ns_lock.lock().await;
+        self.load_dir(parent).await?;
+        let (ino, kind) = self.dir_entry(parent, name).ok_or(FsError::NotFound)?;
+        if kind != FileKind::Dir {
+            return Err(FsError::NotDir);
+        }
+        self.load_dir(ino as Ino).await?;
+        if !self.inner.st.borrow().dirs[&(ino as Ino)]
+            .by_name
+            .is_empty()
+        {
+            return Err(FsError::NotEmpty);
+        }
+        self.dir_remove(parent, name).await?;
+        self.modify_inode(parent, |i| i.nlink -= 1).await?;
+        self.evict_inode(ino as Ino).await
+    }
+
+    async fn rename(&self, parent: Ino, name: &str, newparent: Ino, newname: &str) -> FsResult<()> {
+        check_name(newname)?;
+        let _share = self.enter(true).await?;
+        let _ns = self.inner.ns_lock.lock().await;
+        self.load_dir(parent).await?;
+        self.load_dir(newparent).await?;
+        let (ino, kind) = self.dir_entry(parent, name).ok_or(FsError::NotFound)?;
+        if parent == newparent && name == newname {
+            return Ok(());
+        }
+        if kind == FileKind::Dir && self.is_ancestor(ino as Ino, newparent).await? {
+            return Err(FsError::Invalid(
+                "cannot move a directory into itself".into(),
+            ));
+        }
+        let target = self.dir_entry(newparent, newname);
+        if let Some((tino, tkind)) = target {
+            if tino == ino {
+                // Both names link the same inode: POSIX says do nothing.
+                return Ok(());
+            }
+            match (kind == FileKind::Dir, tkind == FileKind::Dir) {
+                (true, false) => return Err(FsError::NotDir),
+                (false, true) => return Err(FsError::IsDir),
+                (true, true) => {
+                    self.load_dir(tino as Ino).await?;
+                    if !self.inner.st.borrow().dirs[&(tino as Ino)]
+                        .by_name
+                        .is_empty()
+                    {
+                        return Err(FsError::NotEmpty);
+                    }
+                }
+                (false, false) => {}
+            }
+        }
+        if let Some((tino, tkind)) = target {
+            self.dir_remove(newparent, newname).await?;
+            if tkind == FileKind::Dir {
+                self.modify_inode(newparent, |i| i.nlink -= 1).await?;
+                self.evict_inode(tino as Ino).await?;
+            } else {
+                self.drop_link(tino as Ino).await?;
+            }
+        }
+        self.dir_remove(parent, name).await?;
+        self.dir_add(newparent, newname, ino, kind).await?;
+        if kind == FileKind::Dir && parent != newparent {
+            self.modify_inode(parent, |i| i.nlink -= 1).await?;
+            self.modify_inode(newparent, |i| i.nlink += 1).await?;
+        }
+        let t = now_ns(&self.inner.sim);
+        self.modify_inode(ino as Ino, |i| {
+            i.parent = newparent as u32;
+            i.name = newname.as_bytes().to_vec();
+            i.ctime = t;
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn readdir(&self, ino: Ino) -> FsResult<Vec<DirEntry>> {
+        let _share = self.enter(false).await?;
+        self.load_dir(ino).await?;
+        let st = self.inner.st.borrow();
+        Ok(st.dirs[&ino]
+            .by_name
+            .iter()
+            .map(|(n, &(i, k, _))| DirEntry {
+                name: String::from_utf8_lossy(n).into_owned(),
+                ino: i as Ino,
+                kind: k,
+            })
+            .collect())
+    }
+
+    async fn read(&self, ino: Ino, off: u64, len: u64) -> FsResult<OwnedData> {
+        let _share = self.enter(false).await?;
+        let i = self.inode(ino).await?;
+        match i.kind {
+            FileKind::Dir => return Err(FsError::IsDir),
+            FileKind::Symlink => return Err(FsError::Invalid("read of a symlink".into())),
+            FileKind::File => {}
+        }
+        let fp = self.inner.st.borrow().payload == PayloadMode::Fingerprint;
+        let end = (off.saturating_add(len)).min(i.size);
+        if fp
+            && (!off.is_multiple_of(BLOCK as u64)
+                || (!end.is_multiple_of(BLOCK as u64) && end != i.size))
+        {
+            return Err(FsError::Invalid(format!(
+                "fingerprint payload: read of {len} bytes at {off} is not 4 KiB aligned"
+            )));
+        }
+        if off >= end {
+            return Ok(if fp {
+                OwnedData::Fingerprints(Vec::new())
+            } else {
+                OwnedData::Bytes(Vec::new())
+            });
+        }
+        let first = off / BLOCK as u64;
+        let last = (end - 1) / BLOCK as u64;
+        let mut bytes = Vec::new();
+        let mut fps = Vec::new();
+        for idx in first..=last {
+            let p = self.read_page(ino, idx, Traffic::UserRead).await?;
+            match p {
+                PageData::Fp(f) => fps.push(f),
+                PageData::Bytes(b) => {
+                    if fp {
+                        fps.push(fingerprint(&b));
+                    } else {
+                        let s = if idx == first {
+                            (off % BLOCK as u64) as usize
+                        } else {
+                            0
+                        };
+                        let e = if idx == last {
+                            ((end - 1) % BLOCK as u64) as usize + 1
+                        } else {
+                            BLOCK
+                        };
+                        bytes.extend_from_slice(&b[s..e]);
+                    }
+                }
+            }
+        }
+        self.cpu(self.inner.opts.host.copy_page.times(last - first + 1))
+            .await;
+        let t = now_ns(&self.inner.sim);
+        self.with_inode_if_resident(ino, |x| x.atime = t);
+        Ok(if fp {
+            OwnedData::Fingerprints(fps)
+        } else {
+            OwnedData::Bytes(bytes)
+        })
+    }
+
+    async fn write(&self, ino: Ino, off: u64, data: OwnedData) -> FsResult<u64> {
+        let _share = self.enter(true).await?;
+        let lock = self.inode_lock(ino);
+        let _l = lock.lock().await;
+        let i = self.inode(ino).await?;
+        match i.kind {
+            FileKind::Dir => return Err(FsError::IsDir),
+            FileKind::Symlink => return Err(FsError::Invalid("write to a symlink".into())),
+            FileKind::File => {}
+        }
+        let fp = self.inner.st.borrow().payload == PayloadMode::Fingerprint;
+        let bs = BLOCK as u64;
+        // Pages to put: (index, content).
+        let mut pages: Vec<(u64, PageData)> = Vec::new();
+        let len;
+        match (&data, fp) {
+            (OwnedData::Bytes(b), false) => {
+                len = b.len() as u64;
+                let mut pos = 0usize;
+                let mut o = off;
+                while pos < b.len() {
+                    let idx = o / bs;
+                    let in_page = (o % bs) as usize;
+                    let n = (BLOCK - in_page).min(b.len() - pos);
+                    let mut page = if n == BLOCK {
+                        vec![0u8; BLOCK]
+                    } else {
+                        match self.read_page(ino, idx, Traffic::UserRead).await? {
+                            PageData::Bytes(p) => p.into_vec(),
+                            PageData::Fp(_) => unreachable!("full payload mode"),
+                        }
+                    };
+                    page[in_page..in_page + n].copy_from_slice(&b[pos..pos + n]);
+                    pages.push((idx, PageData::Bytes(page.into())));
+                    pos += n;
+                    o += n as u64;
+                }
+            }
+            (_, true) => {
+                if !off.is_multiple_of(bs) {
+                    return Err(FsError::Invalid(format!(
+                        "fingerprint payload: write at {off} is not 4 KiB aligned"
+                    )));
+                }
+                let f: Vec<u64> = match &data {
+                    OwnedData::Bytes(b) if b.len() % BLOCK == 0 => {
+                        b.chunks(BLOCK).map(fingerprint).collect()
+                    }
+                    OwnedData::Bytes(_) => {
+                        return Err(FsError::Invalid(
+                            "fingerprint payload: writes must be whole 4 KiB blocks".into(),
+                        ));
+                    }
+                    other => other.fingerprints(bs),
+                };
+                len = f.len() as u64 * bs;
+                for (k, fpv) in f.into_iter().enumerate() {
+                    pages.push((off / bs + k as u64, PageData::Fp(fpv)));
+                }
+            }
+            (_, false) => {
+                return Err(FsError::Invalid(
+                    "full payload mode: write bytes, not fingerprints".into(),
+                ));
+            }
+        }
+        if len == 0 {
+            return Ok(0);
+        }
+        if off
+            .checked_add(len)
+            .is_none_or(|e| slot_of(e.div_ceil(bs)).is_err())
+        {
+            return Err(FsError::TooLarge);
+        }
+        self.check_space(pages.len() as u64)?;
+        self.cpu(self.inner.opts.host.copy_page.times(pages.len() as u64))
+            .await;
+        // Whether each page is new (no block on the device yet) decides the block count.
+        let mut fresh = 0u64;
+        for (idx, data) in pages {
+            let has_block = self.block_addr(ino, idx).await? != NULL_ADDR;
+            let mut st = self.inner.st.borrow_mut();
+            let added = st.cache.put_page_with(ino, idx, data, true, !has_block);
+            if added {
+                fresh += 1;
+            }
+        }
+        self.ensure_node(ino as Nid).await?;
+        let t = now_ns(&self.inner.sim);
+        self.with_inode(ino, |x| {
+            x.size = x.size.max(off + len);
+            x.blocks += fresh;
+            x.mtime = t;
+            x.ctime = t;
+        });
+        self.inner.st.borrow_mut().cache.dirty_node(ino as Nid);
+        Ok(len)
+    }
+
+    async fn fsync(&self, ino: Ino, _datasync: bool) -> FsResult<()> {
+        let _share = self.enter(true).await?;
+        let lock = self.inode_lock(ino);
+        let _l = lock.lock().await;
+        self.inode(ino).await?;
+        self.write_inode_pages(ino, None).await?;
+        drop(_l);
+        drop(_share);
+        // Roll-forward recovery of fsynced nodes is not implemented yet: make the file durable
+        // with a checkpoint.
+        self.checkpoint().await
+    }
+
+    async fn sync(&self) -> FsResult<()> {
+        {
+            let _share = self.enter(true).await?;
+            self.writeback(false).await?;
+        }
+        self.checkpoint().await
+    }
+
+    fn statfs(&self) -> StatFs {
+        let st = self.inner.st.borrow();
+        let blocks = self.user_capacity(&st);
+        let used = self.used_blocks(&st).min(blocks);
+        let files = st.nat.entries.len() as u64;
+        StatFs {
+            block_size: BLOCK as u64,
+            blocks,
+            blocks_free: blocks - used,
+            files,
+            files_free: files.saturating_sub(st.nat.valid_nodes),
+        }
+    }
+}
+
+impl Fs {
+    fn with_inode_if_resident(&self, ino: Ino, f: impl FnOnce(&mut InodeData)) {
+        let mut st = self.inner.st.borrow_mut();
+        if let Some(i) = st.cache.node_mut(ino as Nid).and_then(|n| n.inode_mut()) {
+            f(i);
+        }
+    }
+
+    /// Changes a file's size: shrinking frees blocks and zeroes the tail of the last page.
+    async fn resize(&self, ino: Ino, i: &InodeData, size: u64) -> FsResult<()> {
+        let bs = BLOCK as u64;
+        if size < i.size {
+            let keep = size.div_ceil(bs);
+            self.truncate_blocks(ino, keep).await?;
+            if !size.is_multiple_of(bs) {
+                let idx = size / bs;
+                let page = self.read_page(ino, idx, Traffic::UserRead).await?;
+                if let PageData::Bytes(b) = page {
+                    let mut v = b.into_vec();
+                    v[(size % bs) as usize..].fill(0);
+                    self.inner.st.borrow_mut().cache.put_page(
+                        ino,
+                        idx,
+                        PageData::Bytes(v.into()),
+                        true,
+                    );
+                }
+            }
+        } else if slot_of(size.div_ceil(bs)).is_err() {
+            return Err(FsError::TooLarge);
+        }
+        self.ensure_node(ino as Nid).await?;
+        self.with_inode(ino, |x| x.size = size);
+        self.inner.st.borrow_mut().cache.dirty_node(ino as Nid);
+        Ok(())
+    }
+}

@@ -1,0 +1,242 @@
+//! Where things are on the device, computed from the superblock: the metadata areas on
+//! conventional zones and the main area of sequential zones, with segments inside zones
+//! (seed 000 §2.3: F2FS for ZNS maps a section, the cleaning unit, to a zone).
+
+use crate::ondisk::{
+    BlkAddr, Checkpoint, FORMAT_VERSION, NAT_PER_BLOCK, SSA_PER_BLOCK, Superblock, sit_per_block,
+};
+use crate::vfs::{FsError, FsResult};
+
+/// Options of `mkfs` that shape the layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FormatOptions {
+    /// Segments per zone (1: a segment is a whole zone, as in the ZNS+ evaluation).
+    pub segs_per_zone: u32,
+    /// Node ids per main-area block (NAT size = main blocks / this); 4 gives room for one
+    /// inode per 16 KiB of capacity.
+    pub blocks_per_nid: u32,
+}
+
+impl Default for FormatOptions {
+    fn default() -> Self {
+        FormatOptions {
+            segs_per_zone: 1,
+            blocks_per_nid: 4,
+        }
+    }
+}
+
+/// Largest orphan list a checkpoint pack has room for.
+pub const MAX_ORPHANS: usize = 1024;
+
+/// The device as mkfs sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceShape {
+    pub lba_size: u64,
+    pub total_lbas: u64,
+    pub zone_size: u64,
+    pub zone_capacity: u64,
+    pub zones: u32,
+    pub conventional_zones: u32,
+}
+
+/// Computes the superblock of a fresh file system on `dev`, or explains why it cannot be made.
+pub fn plan(dev: DeviceShape, opts: FormatOptions, fingerprint: bool) -> FsResult<Superblock> {
+    let inv = |s: String| Err(FsError::Invalid(s));
+    if dev.lba_size != 4096 {
+        return inv(format!(
+            "the file system needs 4096-byte LBAs; this device has {} (set lba_size = 4096 in the profile)",
+            dev.lba_size
+        ));
+    }
+    if dev.conventional_zones == 0 {
+        return inv("the f2fs layout keeps its metadata (checkpoint, NAT, SIT, SSA) on conventional zones: create the device with conventional zones, e.g. --set conventional_zones=2".into());
+    }
+    if opts.segs_per_zone == 0 || !dev.zone_capacity.is_multiple_of(opts.segs_per_zone as u64) {
+        return inv(format!(
+            "segs_per_zone ({}) must divide the zone capacity ({} blocks)",
+            opts.segs_per_zone, dev.zone_capacity
+        ));
+    }
+    let main_zones = dev.zones - dev.conventional_zones;
+    if main_zones < 16 {
+        return inv(format!(
+            "the main area needs at least 16 sequential zones (6 logs, cleaning reserve); the device has {main_zones}"
+        ));
+    }
+    let blocks_per_seg = (dev.zone_capacity / opts.segs_per_zone as u64) as u32;
+    let segments = main_zones as u64 * opts.segs_per_zone as u64;
+    let main_blocks = segments * blocks_per_seg as u64;
+    let max_nids =
+        (main_blocks / opts.blocks_per_nid.max(1) as u64).clamp(1024, u32::MAX as u64 / 2);
+    let nat_blocks = max_nids.div_ceil(NAT_PER_BLOCK as u64) as u32;
+    let max_nids = nat_blocks * NAT_PER_BLOCK as u32;
+    let sit_blocks = segments.div_ceil(sit_per_block(blocks_per_seg) as u64) as u32;
+    let ssa_per_seg = (blocks_per_seg as usize).div_ceil(SSA_PER_BLOCK) as u32;
+    let cp_blocks = Checkpoint::blocks_needed(nat_blocks, sit_blocks, MAX_ORPHANS);
+    let cp_start = 2u64;
+    let sit_start = cp_start + 2 * cp_blocks as u64;
+    let nat_start = sit_start + 2 * sit_blocks as u64;
+    let ssa_start = nat_start + 2 * nat_blocks as u64;
+    let meta_end = ssa_start + segments * ssa_per_seg as u64;
+    let meta_room = dev.conventional_zones as u64 * dev.zone_size;
+    if meta_end > meta_room {
+        let need = meta_end.div_ceil(dev.zone_size);
+        return inv(format!(
+            "metadata needs {meta_end} blocks but {} conventional zones hold {meta_room}: create the device with --set conventional_zones={need}",
+            dev.conventional_zones
+        ));
+    }
+    Ok(Superblock {
+        version: FORMAT_VERSION,
+        device_lbas: dev.total_lbas,
+        zone_size: dev.zone_size,
+        cp_start,
+        cp_blocks,
+        sit_start,
+        sit_blocks,
+        nat_start,
+        nat_blocks,
+        ssa_start,
+        ssa_per_seg,
+        main_first_zone: dev.conventional_zones,
+        main_zones,
+        segs_per_zone: opts.segs_per_zone,
+        blocks_per_seg,
+        max_nids,
+        payload: fingerprint as u8,
+    })
+}
+
+/// Address arithmetic over a superblock.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub sb: Superblock,
+    pub blocks_per_zone: u32,
+    pub sit_per_block: usize,
+}
+
+impl Layout {
+    pub fn new(sb: Superblock) -> FsResult<Layout> {
+        let blocks_per_zone = sb.blocks_per_seg * sb.segs_per_zone;
+        if blocks_per_zone as u64 > sb.zone_size {
+            return Err(FsError::Corrupt(
+                "superblock: segments exceed the zone size".into(),
+            ));
+        }
+        let end = (sb.main_first_zone as u64 + sb.main_zones as u64) * sb.zone_size;
+        if end > sb.device_lbas || end > u32::MAX as u64 {
+            return Err(FsError::Corrupt(
+                "superblock: main area beyond the device (or beyond 16 TiB)".into(),
+            ));
+        }
+        let sit_per_block = sit_per_block(sb.blocks_per_seg);
+        Ok(Layout {
+            sb,
+            blocks_per_zone,
+            sit_per_block,
+        })
+    }
+    pub fn segments(&self) -> u32 {
+        self.sb.main_zones * self.sb.segs_per_zone
+    }
+    /// First LBA of main-area zone `z`.
+    pub fn zone_start(&self, z: u32) -> u64 {
+        (self.sb.main_first_zone as u64 + z as u64) * self.sb.zone_size
+    }
+    pub fn addr(&self, z: u32, off: u32) -> BlkAddr {
+        debug_assert!(off < self.blocks_per_zone);
+        (self.zone_start(z) + off as u64) as BlkAddr
+    }
+    /// (zone, offset in zone) of a main-area address, or None outside the written part.
+    pub fn locate(&self, a: BlkAddr) -> Option<(u32, u32)> {
+        let a = a as u64;
+        let first = self.sb.main_first_zone as u64 * self.sb.zone_size;
+        if a < first {
+            return None;
+        }
+        let z = (a - first) / self.sb.zone_size;
+        let off = (a - first) % self.sb.zone_size;
+        (z < self.sb.main_zones as u64 && off < self.blocks_per_zone as u64)
+            .then_some((z as u32, off as u32))
+    }
+    /// Segment number and offset in segment of (zone, offset).
+    pub fn seg_of(&self, z: u32, off: u32) -> (u32, u32) {
+        (
+            z * self.sb.segs_per_zone + off / self.sb.blocks_per_seg,
+            off % self.sb.blocks_per_seg,
+        )
+    }
+    /// Main-area block index (for the SSA table).
+    pub fn main_index(&self, z: u32, off: u32) -> usize {
+        z as usize * self.blocks_per_zone as usize + off as usize
+    }
+    pub fn main_blocks(&self) -> u64 {
+        self.sb.main_zones as u64 * self.blocks_per_zone as u64
+    }
+    /// LBA of checkpoint pack `p` (0 or 1).
+    pub fn cp_pack(&self, p: u32) -> u64 {
+        self.sb.cp_start + p as u64 * self.sb.cp_blocks as u64
+    }
+    pub fn nat_block(&self, i: u32, copy: bool) -> u64 {
+        self.sb.nat_start + copy as u64 * self.sb.nat_blocks as u64 + i as u64
+    }
+    pub fn sit_block(&self, i: u32, copy: bool) -> u64 {
+        self.sb.sit_start + copy as u64 * self.sb.sit_blocks as u64 + i as u64
+    }
+    pub fn ssa_block(&self, seg: u32, part: u32) -> u64 {
+        self.sb.ssa_start + seg as u64 * self.sb.ssa_per_seg as u64 + part as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> DeviceShape {
+        DeviceShape {
+            lba_size: 4096,
+            total_lbas: 512 * 8192,
+            zone_size: 8192,
+            zone_capacity: 8192,
+            zones: 512,
+            conventional_zones: 2,
+        }
+    }
+
+    #[test]
+    fn znsplus_sized_layout_fits_two_conventional_zones() {
+        let sb = plan(shape(), FormatOptions::default(), true).unwrap();
+        let l = Layout::new(sb.clone()).unwrap();
+        assert_eq!(l.segments(), 510);
+        assert!(l.ssa_block(509, sb.ssa_per_seg - 1) < 2 * 8192);
+        let a = l.addr(3, 17);
+        assert_eq!(l.locate(a), Some((3, 17)));
+        assert_eq!(l.locate(5), None);
+    }
+
+    #[test]
+    fn impossible_layouts_say_what_to_change() {
+        let mut s = shape();
+        s.conventional_zones = 0;
+        let e = plan(s, FormatOptions::default(), false).unwrap_err();
+        assert!(e.to_string().contains("conventional_zones"), "{e}");
+        let mut s = shape();
+        s.conventional_zones = 1;
+        s.zone_size = 1024;
+        s.zone_capacity = 1024;
+        s.total_lbas = 512 * 1024;
+        let e = plan(s, FormatOptions::default(), false).unwrap_err();
+        assert!(e.to_string().contains("--set conventional_zones="), "{e}");
+        let e = plan(
+            shape(),
+            FormatOptions {
+                segs_per_zone: 3,
+                ..Default::default()
+            },
+            false,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("segs_per_zone"), "{e}");
+    }
+}
