@@ -196,6 +196,15 @@ impl Cache {
         Some(d)
     }
 
+    /// New dirty pages (no device block yet) of an inode.
+    pub fn fresh_of(&self, ino: Ino) -> u64 {
+        self.dirty.get(&ino).map_or(0, |s| {
+            s.iter()
+                .filter(|&&i| self.pages.get(&(ino, i)).is_some_and(|p| p.fresh))
+                .count() as u64
+        })
+    }
+
     /// Dirty page indices of an inode, in file order.
     pub fn dirty_of(&self, ino: Ino) -> Vec<u64> {
         self.dirty

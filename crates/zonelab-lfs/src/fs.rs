@@ -785,7 +785,13 @@ impl Fs {
         f(n.inode_mut().expect("node is an inode"))
     }
 
-    fn attr_of(ino: Ino, i: &InodeData) -> Attr {
+    /// `stat` of an inode: `blocks` counts blocks on the device plus new dirty pages.
+    fn attr_of(&self, ino: Ino, i: &InodeData) -> Attr {
+        let fresh = self.inner.st.borrow().cache.fresh_of(ino);
+        Fs::attr_raw(ino, i, fresh)
+    }
+
+    fn attr_raw(ino: Ino, i: &InodeData, fresh: u64) -> Attr {
         Attr {
             ino,
             kind: i.kind,
@@ -794,7 +800,7 @@ impl Fs {
             uid: i.uid,
             gid: i.gid,
             size: i.size,
-            blocks: i.blocks,
+            blocks: i.blocks + fresh,
             atime: Nanos(i.atime),
             mtime: Nanos(i.mtime),
             ctime: Nanos(i.ctime),
@@ -994,7 +1000,7 @@ impl Fs {
         idx.blocks[b].push(d.clone());
         idx.by_name.insert(d.name, (ino, kind, b as u64));
         let content = encode_dentries(&idx.blocks[b]);
-        let grew = st.cache.put_page_with(
+        st.cache.put_page_with(
             dir,
             b as u64,
             PageData::Bytes(content.into()),
@@ -1007,9 +1013,6 @@ impl Fs {
             .expect("directory inode resident");
         let i = n.inode_mut().expect("inode");
         i.size = i.size.max((b as u64 + 1) * BLOCK as u64);
-        if grew {
-            i.blocks += 1;
-        }
         i.mtime = t;
         i.ctime = t;
         st.cache.dirty_node(dir as Nid);
@@ -1035,6 +1038,18 @@ impl Fs {
         i.mtime = t;
         i.ctime = t;
         st.cache.dirty_node(dir as Nid);
+        Ok(())
+    }
+
+    /// Puts new contents of a file page in the cache, dirty; a page without a device block
+    /// holds a space reservation until written.
+    async fn dirty_page(&self, ino: Ino, idx: u64, data: PageData) -> FsResult<()> {
+        let has_block = self.block_addr(ino, idx).await? != NULL_ADDR;
+        self.inner
+            .st
+            .borrow_mut()
+            .cache
+            .put_page_with(ino, idx, data, true, !has_block);
         Ok(())
     }
 
@@ -1155,6 +1170,13 @@ impl Fs {
             }
             let old = std::mem::replace(&mut n.addrs[slot], new);
             st.cache.dirty_node(nid);
+            if old == NULL_ADDR {
+                // A new block of the file (its inode is dirty, hence resident).
+                if let Some(i) = st.cache.node_mut(ino as Nid).and_then(|x| x.inode_mut()) {
+                    i.blocks += 1;
+                }
+                st.cache.dirty_node(ino as Nid);
+            }
             st.segs.invalidate(old, t);
             st.segs.validate(
                 new,
@@ -1262,12 +1284,7 @@ impl Fs {
         // Cached pages beyond the end go first (dirty ones held a reservation).
         {
             let mut st = self.inner.st.borrow_mut();
-            let dropped_new = st.cache.drop_pages_from(ino, from);
-            if dropped_new > 0 {
-                let n = st.cache.node_mut(ino as Nid).expect("resident");
-                let i = n.inode_mut().expect("inode");
-                i.blocks -= dropped_new;
-            }
+            st.cache.drop_pages_from(ino, from);
         }
         // Inode slots.
         {
@@ -1806,7 +1823,7 @@ impl Fs {
             self.modify_inode(parent, |i| i.nlink += 1).await?;
         }
         let i = self.inode(nid as Ino).await?;
-        Ok(Fs::attr_of(nid as Ino, &i))
+        Ok(self.attr_of(nid as Ino, &i))
     }
 
     /// Drops one link of `ino` (its entry already removed); evicts the inode at zero.
@@ -1960,13 +1977,13 @@ impl FileSystem for Fs {
         self.load_dir(parent).await?;
         let (ino, _) = self.dir_entry(parent, name).ok_or(FsError::NotFound)?;
         let i = self.inode(ino as Ino).await?;
-        Ok(Fs::attr_of(ino as Ino, &i))
+        Ok(self.attr_of(ino as Ino, &i))
     }
 
     async fn getattr(&self, ino: Ino) -> FsResult<Attr> {
         let _share = self.enter(false).await?;
         let i = self.inode(ino).await?;
-        Ok(Fs::attr_of(ino, &i))
+        Ok(self.attr_of(ino, &i))
     }
 
     async fn setattr(&self, ino: Ino, set: SetAttr) -> FsResult<Attr> {
@@ -2005,10 +2022,10 @@ impl FileSystem for Fs {
                 x.mtime = m.0;
             }
             x.ctime = t;
-            Fs::attr_of(ino, x)
+            x.clone()
         });
         self.inner.st.borrow_mut().cache.dirty_node(ino as Nid);
-        Ok(attr)
+        Ok(self.attr_of(ino, &attr))
     }
 
     async fn create(
@@ -2056,22 +2073,20 @@ impl FileSystem for Fs {
         let _share = self.enter(false).await?;
         let mut block = vec![0u8; BLOCK];
         block[..target.len()].copy_from_slice(target.as_bytes());
-        let mut st = self.inner.st.borrow_mut();
-        let grew = st
-            .cache
-            .put_page_with(a.ino, 0, PageData::Bytes(block.into()), true, true);
-        let n = st
-            .cache
-            .node_mut(a.ino as Nid)
-            .expect("resident after create");
-        let i = n.inode_mut().expect("inode");
-        i.size = target.len() as u64;
-        if grew {
-            i.blocks += 1;
-        }
-        let attr = Fs::attr_of(a.ino, i);
-        st.cache.dirty_node(a.ino as Nid);
-        Ok(attr)
+        self.inner.st.borrow_mut().cache.put_page_with(
+            a.ino,
+            0,
+            PageData::Bytes(block.into()),
+            true,
+            true,
+        );
+        let i = self
+            .modify_inode(a.ino, |i| {
+                i.size = target.len() as u64;
+                i.clone()
+            })
+            .await?;
+        Ok(self.attr_of(a.ino, &i))
     }
 
     async fn readlink(&self, ino: Ino) -> FsResult<String> {
@@ -2112,8 +2127,9 @@ impl FileSystem for Fs {
         let attr = self.with_inode(ino, |x| {
             x.nlink += 1;
             x.ctime = t;
-            Fs::attr_of(ino, x)
+            x.clone()
         });
+        let attr = self.attr_of(ino, &attr);
         self.inner.st.borrow_mut().cache.dirty_node(ino as Nid);
         Ok(attr)
     }
@@ -2369,21 +2385,13 @@ impl FileSystem for Fs {
         self.check_space(pages.len() as u64)?;
         self.cpu(self.inner.opts.host.copy_page.times(pages.len() as u64))
             .await;
-        // Whether each page is new (no block on the device yet) decides the block count.
-        let mut fresh = 0u64;
         for (idx, data) in pages {
-            let has_block = self.block_addr(ino, idx).await? != NULL_ADDR;
-            let mut st = self.inner.st.borrow_mut();
-            let added = st.cache.put_page_with(ino, idx, data, true, !has_block);
-            if added {
-                fresh += 1;
-            }
+            self.dirty_page(ino, idx, data).await?;
         }
         self.ensure_node(ino as Nid).await?;
         let t = now_ns(&self.inner.sim);
         self.with_inode(ino, |x| {
             x.size = x.size.max(off + len);
-            x.blocks += fresh;
             x.mtime = t;
             x.ctime = t;
         });

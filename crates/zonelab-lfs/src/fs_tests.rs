@@ -235,3 +235,207 @@ fn overwrites_at_high_utilization_clean_zones_and_keep_data() {
         });
     }
 }
+
+mod model {
+    //! Random operation sequences against a plain in-memory model, with syncs, remounts and
+    //! crashes (the file system dropped without unmounting; mount rolls back to the last
+    //! checkpoint).
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Create(u8),
+        Write(u8, u16, u16, u8),
+        Truncate(u8, u16),
+        Unlink(u8),
+        Rename(u8, u8),
+        Mkdir(u8),
+        Sync,
+        Remount,
+        Crash,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => any::<u8>().prop_map(Op::Create),
+            6 => (any::<u8>(), 0u16..40_000, 1u16..20_000, any::<u8>()).prop_map(|(f, o, l, s)| Op::Write(f, o, l, s)),
+            1 => (any::<u8>(), 0u16..30_000).prop_map(|(f, n)| Op::Truncate(f, n)),
+            1 => any::<u8>().prop_map(Op::Unlink),
+            1 => (any::<u8>(), any::<u8>()).prop_map(|(a, b)| Op::Rename(a, b)),
+            1 => any::<u8>().prop_map(Op::Mkdir),
+            1 => Just(Op::Sync),
+            1 => Just(Op::Remount),
+            1 => Just(Op::Crash),
+        ]
+    }
+
+    /// name -> Some(content) for files, None for (empty) directories.
+    type Model = BTreeMap<String, Option<Vec<u8>>>;
+
+    fn name(k: u8) -> String {
+        format!("n{}", k % 12)
+    }
+
+    async fn verify(fs: &Fs, m: &Model, only: Option<&BTreeMap<String, bool>>) {
+        for (n, c) in m {
+            if only.is_some_and(|t| t.contains_key(n)) {
+                continue;
+            }
+            let a = fs
+                .lookup(ROOT_INO, n)
+                .await
+                .unwrap_or_else(|e| panic!("{n}: {e}"));
+            match c {
+                Some(data) => {
+                    let OwnedData::Bytes(got) = fs.read(a.ino, 0, 1 << 20).await.unwrap() else {
+                        panic!()
+                    };
+                    assert!(
+                        got == *data,
+                        "{n}: {} bytes, want {}",
+                        got.len(),
+                        data.len()
+                    );
+                }
+                None => assert_eq!(a.kind, FileKind::Dir),
+            }
+        }
+        if only.is_none() {
+            let names: Vec<String> = fs
+                .readdir(ROOT_INO)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.name)
+                .collect();
+            assert_eq!(names, m.keys().cloned().collect::<Vec<_>>());
+        }
+        let problems = fs.check().await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        #[test]
+        fn operations_match_the_model_across_remounts_and_crashes(ops in proptest::collection::vec(op(), 1..60)) {
+            let (sim, stack) = small_device(PayloadMode::Full);
+            let s = sim.clone();
+            run(&sim, async move {
+                let mut fs = Fs::mkfs(s.clone(), stack.clone(), FormatOptions::default(), opts(), Box::new(F2fs)).await.unwrap();
+                let mut m: Model = BTreeMap::new();
+                let mut durable: Model = BTreeMap::new();
+                // Names changed since the last checkpoint we know of.
+                let mut touched: BTreeMap<String, bool> = BTreeMap::new();
+                for op in ops {
+                    match op {
+                        Op::Create(k) => {
+                            let r = fs.create(ROOT_INO, &name(k), 0o644, 0, 0).await;
+                            if m.contains_key(&name(k)) {
+                                assert_eq!(r.unwrap_err(), FsError::Exists);
+                            } else {
+                                r.unwrap();
+                                m.insert(name(k), Some(Vec::new()));
+                                touched.insert(name(k), true);
+                            }
+                        }
+                        Op::Write(k, off, len, seed) => {
+                            if let Some(Some(c)) = m.get_mut(&name(k)) {
+                                let a = fs.lookup(ROOT_INO, &name(k)).await.unwrap();
+                                let data = bytes(seed, len as usize);
+                                fs.write(a.ino, off as u64, OwnedData::Bytes(data.clone())).await.unwrap();
+                                let end = off as usize + len as usize;
+                                if c.len() < end {
+                                    c.resize(end, 0);
+                                }
+                                c[off as usize..end].copy_from_slice(&data);
+                                touched.insert(name(k), true);
+                            }
+                        }
+                        Op::Truncate(k, n) => {
+                            if let Some(Some(c)) = m.get_mut(&name(k)) {
+                                let a = fs.lookup(ROOT_INO, &name(k)).await.unwrap();
+                                fs.setattr(a.ino, SetAttr { size: Some(n as u64), ..Default::default() }).await.unwrap();
+                                c.resize(n as usize, 0);
+                                touched.insert(name(k), true);
+                            }
+                        }
+                        Op::Unlink(k) => {
+                            let r = fs.unlink(ROOT_INO, &name(k)).await;
+                            match m.get(&name(k)) {
+                                Some(Some(_)) => { r.unwrap(); m.remove(&name(k)); touched.insert(name(k), true); }
+                                Some(None) => {
+                                    assert_eq!(r.unwrap_err(), FsError::IsDir);
+                                    fs.rmdir(ROOT_INO, &name(k)).await.unwrap();
+                                    m.remove(&name(k));
+                                    touched.insert(name(k), true);
+                                }
+                                None => assert_eq!(r.unwrap_err(), FsError::NotFound),
+                            }
+                        }
+                        Op::Rename(a, b) => {
+                            let (na, nb) = (name(a), name(b));
+                            let r = fs.rename(ROOT_INO, &na, ROOT_INO, &nb).await;
+                            match (m.get(&na).cloned(), m.get(&nb).cloned()) {
+                                (None, _) => assert_eq!(r.unwrap_err(), FsError::NotFound),
+                                _ if na == nb => r.unwrap(),
+                                (Some(Some(_)), Some(None)) => assert_eq!(r.unwrap_err(), FsError::IsDir),
+                                (Some(None), Some(Some(_))) => assert_eq!(r.unwrap_err(), FsError::NotDir),
+                                (Some(v), _) => {
+                                    r.unwrap();
+                                    m.remove(&na);
+                                    m.insert(nb.clone(), v);
+                                    touched.insert(na, true);
+                                    touched.insert(nb, true);
+                                }
+                            }
+                        }
+                        Op::Mkdir(k) => {
+                            let r = fs.mkdir(ROOT_INO, &name(k), 0o755, 0, 0).await;
+                            if m.contains_key(&name(k)) {
+                                assert_eq!(r.unwrap_err(), FsError::Exists);
+                            } else {
+                                r.unwrap();
+                                m.insert(name(k), None);
+                                touched.insert(name(k), true);
+                            }
+                        }
+                        Op::Sync => {
+                            fs.sync().await.unwrap();
+                            durable = m.clone();
+                            touched.clear();
+                        }
+                        Op::Remount => {
+                            fs.unmount().await.unwrap();
+                            fs = Fs::mount(s.clone(), stack.clone(), opts(), Box::new(F2fs)).await.unwrap();
+                            durable = m.clone();
+                            touched.clear();
+                            verify(&fs, &m, None).await;
+                        }
+                        Op::Crash => {
+                            drop(fs);
+                            fs = Fs::mount(s.clone(), stack.clone(), opts(), Box::new(F2fs)).await.unwrap();
+                            // Names untouched since the last sync read back as then; the rest may
+                            // be as then or newer (cleaning checkpoints), but fsck is clean.
+                            let keep: Model = durable.iter().filter(|(n, _)| !touched.contains_key(*n)).map(|(n, c)| (n.clone(), c.clone())).collect();
+                            verify(&fs, &keep, Some(&touched)).await;
+                            // Continue from what the mount shows.
+                            m.clear();
+                            for e in fs.readdir(ROOT_INO).await.unwrap() {
+                                let v = if e.kind == FileKind::Dir { None } else {
+                                    let OwnedData::Bytes(b) = fs.read(e.ino, 0, 1 << 20).await.unwrap() else { panic!() };
+                                    Some(b)
+                                };
+                                m.insert(e.name, v);
+                            }
+                            durable = m.clone();
+                            touched.clear();
+                        }
+                    }
+                }
+                verify(&fs, &m, None).await;
+            });
+        }
+    }
+}
