@@ -332,12 +332,15 @@ mod model {
                     match op {
                         Op::Create(k) => {
                             let r = fs.create(ROOT_INO, &name(k), 0o644, 0, 0).await;
-                            if m.contains_key(&name(k)) {
-                                assert_eq!(r.unwrap_err(), FsError::Exists);
-                            } else {
-                                r.unwrap();
-                                m.insert(name(k), Some(Vec::new()));
-                                touched.insert(name(k), true);
+                            match m.entry(name(k)) {
+                                std::collections::btree_map::Entry::Occupied(_) => {
+                                    assert_eq!(r.unwrap_err(), FsError::Exists);
+                                }
+                                std::collections::btree_map::Entry::Vacant(v) => {
+                                    r.unwrap();
+                                    v.insert(Some(Vec::new()));
+                                    touched.insert(name(k), true);
+                                }
                             }
                         }
                         Op::Write(k, off, len, seed) => {
@@ -393,12 +396,15 @@ mod model {
                         }
                         Op::Mkdir(k) => {
                             let r = fs.mkdir(ROOT_INO, &name(k), 0o755, 0, 0).await;
-                            if m.contains_key(&name(k)) {
-                                assert_eq!(r.unwrap_err(), FsError::Exists);
-                            } else {
-                                r.unwrap();
-                                m.insert(name(k), None);
-                                touched.insert(name(k), true);
+                            match m.entry(name(k)) {
+                                std::collections::btree_map::Entry::Occupied(_) => {
+                                    assert_eq!(r.unwrap_err(), FsError::Exists);
+                                }
+                                std::collections::btree_map::Entry::Vacant(v) => {
+                                    r.unwrap();
+                                    v.insert(None);
+                                    touched.insert(name(k), true);
+                                }
                             }
                         }
                         Op::Sync => {
