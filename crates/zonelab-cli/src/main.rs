@@ -2,6 +2,7 @@
 
 mod bench_cmd;
 mod fio_cmd;
+mod fs_cmd;
 mod image;
 mod plot;
 mod reproduce_cmd;
@@ -41,6 +42,10 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Zone-management benchmark of the ZN540 characterization (reset, finish, open, close).
     Zbench(zbench_cmd::ZbenchArgs),
+    /// Create a file system on a device image (the device needs conventional zones).
+    Mkfs(fs_cmd::MkfsArgs),
+    /// Check a device image's file system (the image is not changed); exit 4 on problems.
+    Fsck(fs_cmd::FsckArgs),
     /// Run a paper's experiments and print its values next to ZoneLab's (table, JSON, plots).
     Reproduce(reproduce_cmd::ReproduceArgs),
     /// List the built-in device profiles, or print one.
@@ -61,6 +66,8 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench_cmd::run(a),
         Command::Reproduce(a) => reproduce_cmd::run(a),
         Command::Zbench(a) => zbench_cmd::run(a),
+        Command::Mkfs(a) => fs_cmd::mkfs(a),
+        Command::Fsck(a) => fs_cmd::fsck(a),
         Command::Profiles { name, set } => profiles(name, &set),
     };
     match result {

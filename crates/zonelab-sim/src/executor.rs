@@ -135,6 +135,13 @@ impl Sim {
         }
     }
 
+    /// A simulation whose clock starts at `t` (continuing a device image's time line).
+    pub fn starting_at(t: Nanos) -> Sim {
+        let sim = Sim::new();
+        sim.inner.now.set(t);
+        sim
+    }
+
     /// The current simulated time.
     pub fn now(&self) -> Nanos {
         self.inner.now.get()

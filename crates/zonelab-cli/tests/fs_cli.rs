@@ -1,0 +1,80 @@
+//! End-to-end tests of `zonelab mkfs` and `zonelab fsck` on device images.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn zonelab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_zonelab"))
+        .args(args)
+        .output()
+        .expect("run zonelab")
+}
+
+fn temp(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("zonelab-fs-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn mkfs_then_fsck_is_clean() {
+    let img = temp("ok.img");
+    let i = img.to_str().unwrap();
+    let o = zonelab(&[
+        "zns",
+        "create",
+        i,
+        "--profile",
+        "znsplus-mlc",
+        "--set",
+        "zones=32",
+        "--set",
+        "conventional_zones=2",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = zonelab(&["mkfs", i]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("file system created"), "{}", text(&o));
+    let o = zonelab(&["fsck", i, "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["clean"], true);
+    std::fs::remove_file(&img).ok();
+}
+
+#[test]
+fn mkfs_explains_missing_conventional_zones_and_fsck_refuses_unformatted_devices() {
+    let img = temp("noconv.img");
+    let i = img.to_str().unwrap();
+    let o = zonelab(&[
+        "zns",
+        "create",
+        i,
+        "--profile",
+        "znsplus-mlc",
+        "--set",
+        "zones=32",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let before = std::fs::read(&img).unwrap();
+    let o = zonelab(&["mkfs", i]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("conventional_zones"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read(&img).unwrap(),
+        before,
+        "a failed mkfs leaves the image alone"
+    );
+    let o = zonelab(&["fsck", i]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("mkfs"), "{}", text(&o));
+    std::fs::remove_file(&img).ok();
+}
