@@ -126,7 +126,7 @@ pub(crate) struct Nat {
 }
 
 impl Nat {
-    fn set(&mut self, nid: Nid, e: NatEntry) {
+    pub(crate) fn set(&mut self, nid: Nid, e: NatEntry) {
         self.entries[nid as usize] = e;
         self.dirty.insert(nid / NAT_PER_BLOCK as u32);
     }
@@ -154,7 +154,10 @@ pub(crate) struct State {
     pub payload: PayloadMode,
     pub reserved_zones: u32,
     pub stats: FsStats,
-    /// Inodes whose nodes must reach the warm log with an fsync mark at the next fsync.
+    /// Inodes renamed or linked since the checkpoint, and inodes created since it: an fsync
+    /// touching them checkpoints instead of relying on roll-forward.
+    pub renamed_since_cp: BTreeSet<Ino>,
+    pub created_since_cp: BTreeSet<Ino>,
     pub unmounted: bool,
 }
 
@@ -382,6 +385,8 @@ impl Fs {
             payload,
             reserved_zones: reserved,
             stats: FsStats::default(),
+            renamed_since_cp: BTreeSet::new(),
+            created_since_cp: BTreeSet::new(),
             unmounted: false,
         };
         let cores = opts.host.cores.max(1) as u64;
@@ -528,8 +533,6 @@ impl Fs {
                 })
                 .collect()
         };
-        let mut to_reset = Vec::new();
-        let mut to_finish = Vec::new();
         {
             let mut st = inner.st.borrow_mut();
             let st = &mut *st;
@@ -545,29 +548,44 @@ impl Fs {
             segs.valid_blocks = sit.iter().map(|e| e.valid as u64).sum();
             segs.sit = sit;
             segs.sit_copy = cp.sit_copy.clone();
-            let bps = sb.blocks_per_seg as usize;
             for (seg, part, sums) in ssa_parts {
                 let (z, so) = (seg / sb.segs_per_zone, seg % sb.segs_per_zone);
                 let first =
                     layout.main_index(z, so * sb.blocks_per_seg) + part as usize * SSA_PER_BLOCK;
-                debug_assert!(part as usize * SSA_PER_BLOCK < bps);
                 segs.ssa[first..first + sums.len()].copy_from_slice(&sums);
             }
             segs.free_zones.clear();
             for z in 0..sb.main_zones {
-                let (state, written) = zone_states[z as usize];
-                let log = cp.cursegs.iter().position(|c| c.zone == z);
-                let valid = segs.zone_valid(z);
+                let written = zone_states[z as usize].1;
                 segs.wp[z as usize] = written.min(layout.blocks_per_zone as u64) as u32;
-                if let Some(t) = log {
+                if let Some(t) = cp.cursegs.iter().position(|c| c.zone == z) {
                     segs.zones[z as usize] = ZoneUse::Log(Temp::ALL[t]);
                     segs.logs[t] = Some(crate::ondisk::CursegState {
                         zone: z,
                         offset: segs.wp[z as usize],
                     });
-                } else if valid > 0 {
+                } else {
+                    // Settled after roll-forward, which may find valid blocks here.
                     segs.zones[z as usize] = ZoneUse::Used;
-                    if !matches!(state, ZoneState::Full) {
+                }
+            }
+        }
+        let recovered = self.roll_forward(cp).await?;
+        // Zones no log continues: emptied ones are reset and free; partly written ones with
+        // data are finished, so they hold no active-zone slot (Z-LFS §4.7 finishes them after
+        // a crash).
+        let mut to_reset = Vec::new();
+        let mut to_finish = Vec::new();
+        {
+            let mut st = inner.st.borrow_mut();
+            let segs = &mut st.segs;
+            for z in 0..sb.main_zones {
+                if matches!(segs.zones[z as usize], ZoneUse::Log(_)) {
+                    continue;
+                }
+                let state = zone_states[z as usize].0;
+                if segs.zone_valid(z) > 0 {
+                    if state != ZoneState::Full {
                         to_finish.push(z);
                     }
                 } else {
@@ -587,12 +605,13 @@ impl Fs {
             inner.st.borrow_mut().segs.wp[z as usize] = 0;
         }
         for z in to_finish {
-            // A partly written zone that no log continues would hold an active-zone slot
-            // (Z-LFS §4.7 finishes them after a crash).
             inner
                 .dev
                 .zone(ZoneAction::Finish, layout.zone_start(z))
                 .await?;
+        }
+        if recovered {
+            self.checkpoint().await?;
         }
         inner.last_cp.set(inner.sim.now());
         Ok(())
@@ -938,7 +957,7 @@ impl Fs {
 
     // ---- directories ----
 
-    async fn load_dir(&self, dir: Ino) -> FsResult<()> {
+    pub(crate) async fn load_dir(&self, dir: Ino) -> FsResult<()> {
         let i = self.inode(dir).await?;
         if i.kind != FileKind::Dir {
             return Err(FsError::NotDir);
@@ -972,7 +991,7 @@ impl Fs {
         Ok(())
     }
 
-    fn dir_entry(&self, dir: Ino, name: &str) -> Option<(u32, FileKind)> {
+    pub(crate) fn dir_entry(&self, dir: Ino, name: &str) -> Option<(u32, FileKind)> {
         let st = self.inner.st.borrow();
         st.dirs
             .get(&dir)
@@ -981,7 +1000,13 @@ impl Fs {
     }
 
     /// Adds an entry (the directory is loaded); the dentry block becomes a dirty page.
-    async fn dir_add(&self, dir: Ino, name: &str, ino: u32, kind: FileKind) -> FsResult<()> {
+    pub(crate) async fn dir_add(
+        &self,
+        dir: Ino,
+        name: &str,
+        ino: u32,
+        kind: FileKind,
+    ) -> FsResult<()> {
         self.ensure_node(dir as Nid).await?;
         let t = now_ns(&self.inner.sim);
         let d = Dentry {
@@ -1019,7 +1044,7 @@ impl Fs {
         Ok(())
     }
 
-    async fn dir_remove(&self, dir: Ino, name: &str) -> FsResult<()> {
+    pub(crate) async fn dir_remove(&self, dir: Ino, name: &str) -> FsResult<()> {
         self.ensure_node(dir as Nid).await?;
         let t = now_ns(&self.inner.sim);
         let mut st = self.inner.st.borrow_mut();
@@ -1054,7 +1079,11 @@ impl Fs {
     }
 
     /// Changes an inode (made resident first) and marks it dirty.
-    async fn modify_inode<R>(&self, ino: Ino, f: impl FnOnce(&mut InodeData) -> R) -> FsResult<R> {
+    pub(crate) async fn modify_inode<R>(
+        &self,
+        ino: Ino,
+        f: impl FnOnce(&mut InodeData) -> R,
+    ) -> FsResult<R> {
         self.ensure_node(ino as Nid).await?;
         let r = self.with_inode(ino, f);
         self.inner.st.borrow_mut().cache.dirty_node(ino as Nid);
@@ -1233,7 +1262,12 @@ impl Fs {
             let Some(node) = st.cache.take_dirty_node(nid) else {
                 continue;
             };
-            let temp = node_temp(&node, is_dir);
+            // Nodes an fsync writes all go to the warm node log, the chain roll-forward walks.
+            let temp = if fsync {
+                Temp::WarmNode
+            } else {
+                node_temp(&node, is_dir)
+            };
             let Some(new) = st.segs.alloc(temp) else {
                 return Err(FsError::NoSpace);
             };
@@ -1243,7 +1277,11 @@ impl Fs {
             st.nat.set(nid, NatEntry { ino, addr: new });
             let mut n = node;
             n.footer.cp_ver = st.cp_ver;
-            n.footer.flags = if fsync { FLAG_FSYNC | FLAG_DENT } else { 0 };
+            n.footer.flags = match (fsync, ino == nid) {
+                (false, _) => 0,
+                (true, false) => FLAG_FSYNC,
+                (true, true) => FLAG_FSYNC | FLAG_DENT,
+            };
             n.footer.next = st.segs.peek_next(temp);
             let bytes = n.encode();
             handles.push(
@@ -1493,6 +1531,10 @@ impl Fs {
                     ));
                 }
             }
+            // Roll-forward starts where the warm node log continues: give it a zone now.
+            st.segs.ensure_zone(Temp::WarmNode);
+            st.renamed_since_cp.clear();
+            st.created_since_cp.clear();
             let mut cursegs = [crate::ondisk::CursegState {
                 zone: u32::MAX,
                 offset: 0,
@@ -1807,6 +1849,7 @@ impl Fs {
         {
             let mut st = self.inner.st.borrow_mut();
             st.nat.valid_inodes += 1;
+            st.created_since_cp.insert(nid as Ino);
             st.cache.put_node(nid, node, true);
             if kind == FileKind::Dir {
                 st.dirs.insert(
@@ -1827,7 +1870,7 @@ impl Fs {
     }
 
     /// Drops one link of `ino` (its entry already removed); evicts the inode at zero.
-    async fn drop_link(&self, ino: Ino) -> FsResult<()> {
+    pub(crate) async fn drop_link(&self, ino: Ino) -> FsResult<()> {
         self.ensure_node(ino as Nid).await?;
         let t = now_ns(&self.inner.sim);
         let (nlink, kind) = self.with_inode(ino, |i| {
@@ -2122,6 +2165,7 @@ impl FileSystem for Fs {
             return Err(FsError::Exists);
         }
         self.dir_add(newparent, newname, ino as u32, i.kind).await?;
+        self.inner.st.borrow_mut().renamed_since_cp.insert(ino);
         self.ensure_node(ino as Nid).await?;
         let t = now_ns(&self.inner.sim);
         let attr = self.with_inode(ino, |x| {
@@ -2143,6 +2187,11 @@ impl FileSystem for Fs {
             return Err(FsError::IsDir);
         }
         self.dir_remove(parent, name).await?;
+        self.inner
+            .st
+            .borrow_mut()
+            .renamed_since_cp
+            .insert(ino as Ino);
         let lock = self.inode_lock(ino as Ino);
         let _l = lock.lock().await;
         self.drop_link(ino as Ino).await
@@ -2219,6 +2268,11 @@ impl FileSystem for Fs {
             self.modify_inode(parent, |i| i.nlink -= 1).await?;
             self.modify_inode(newparent, |i| i.nlink += 1).await?;
         }
+        self.inner
+            .st
+            .borrow_mut()
+            .renamed_since_cp
+            .insert(ino as Ino);
         let t = now_ns(&self.inner.sim);
         self.modify_inode(ino as Ino, |i| {
             i.parent = newparent as u32;
@@ -2400,16 +2454,27 @@ impl FileSystem for Fs {
     }
 
     async fn fsync(&self, ino: Ino, _datasync: bool) -> FsResult<()> {
-        let _share = self.enter(true).await?;
+        let share = self.enter(true).await?;
         let lock = self.inode_lock(ino);
-        let _l = lock.lock().await;
-        self.inode(ino).await?;
+        let l = lock.lock().await;
+        let i = self.inode(ino).await?;
         self.write_inode_pages(ino, None).await?;
-        drop(_l);
-        drop(_share);
-        // Roll-forward recovery of fsynced nodes is not implemented yet: make the file durable
-        // with a checkpoint.
-        self.checkpoint().await
+        // F2FS's rule: roll-forward can restore a regular file with one link whose directory
+        // entry is recoverable from the inode; anything else needs a checkpoint.
+        let needs_cp = {
+            let st = self.inner.st.borrow();
+            i.kind != FileKind::File
+                || i.nlink != 1
+                || st.renamed_since_cp.contains(&ino)
+                || st.created_since_cp.contains(&(i.parent as Ino))
+        };
+        if needs_cp {
+            drop(l);
+            drop(share);
+            return self.checkpoint().await;
+        }
+        self.write_nodes(Some(ino), true).await?;
+        self.inner.dev.flush().await
     }
 
     async fn sync(&self) -> FsResult<()> {

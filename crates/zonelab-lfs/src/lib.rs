@@ -13,6 +13,7 @@ pub mod fsck;
 pub mod layout;
 pub mod ondisk;
 pub mod policy;
+pub mod recovery;
 pub mod segment;
 pub mod vfs;
 

@@ -58,6 +58,10 @@ pub struct Segments {
     /// Next block offset the device will accept in each zone (its write pointer).
     pub wp: Vec<u32>,
     pub logs: [Option<CursegState>; 6],
+    /// The zone each log moves to when its zone fills, chosen when the last block of the
+    /// current one is taken, so a node's footer can name the next block of its log (F2FS
+    /// allocates the next segment in advance for the same reason: roll-forward follows it).
+    pub next_zone: [Option<u32>; 6],
     pub free_zones: BTreeSet<u32>,
     /// Valid blocks in the main area.
     pub valid_blocks: u64,
@@ -78,6 +82,7 @@ impl Segments {
             zones: vec![ZoneUse::Free; zones],
             wp: vec![0; zones],
             logs: [None; 6],
+            next_zone: [None; 6],
             free_zones: (0..zones as u32).collect(),
             valid_blocks: 0,
             layout,
@@ -156,8 +161,10 @@ impl Segments {
             if let Some(c) = self.logs[t as usize].take() {
                 self.zones[c.zone as usize] = ZoneUse::Used;
             }
-            let z = self.free_zones.pop_first()?;
-            debug_assert_eq!(self.zones[z as usize], ZoneUse::Free);
+            let z = match self.next_zone[t as usize].take() {
+                Some(z) => z,
+                None => self.free_zones.pop_first()?,
+            };
             self.zones[z as usize] = ZoneUse::Log(t);
             self.logs[t as usize] = Some(CursegState { zone: z, offset: 0 });
         }
@@ -170,14 +177,42 @@ impl Segments {
         let a = self.layout.addr(c.zone, c.offset);
         c.offset += 1;
         self.wp[c.zone as usize] = c.offset;
+        if c.offset == bpz && self.next_zone[t as usize].is_none() {
+            if let Some(n) = self.free_zones.pop_first() {
+                self.zones[n as usize] = ZoneUse::Log(t);
+                self.next_zone[t as usize] = Some(n);
+            }
+        }
         Some(a)
     }
 
-    /// The address log `t` will write next without opening a new zone (for node footers'
-    /// `next` link), or NULL when its zone ends.
+    /// Gives log `t` a zone with room if it has none (without taking a block).
+    pub fn ensure_zone(&mut self, t: Temp) {
+        let bpz = self.layout.blocks_per_zone;
+        if self.logs[t as usize].is_some_and(|c| c.offset < bpz) {
+            return;
+        }
+        if let Some(c) = self.logs[t as usize].take() {
+            self.zones[c.zone as usize] = ZoneUse::Used;
+        }
+        let z = match self.next_zone[t as usize].take() {
+            Some(z) => Some(z),
+            None => self.free_zones.pop_first(),
+        };
+        if let Some(z) = z {
+            self.zones[z as usize] = ZoneUse::Log(t);
+            self.logs[t as usize] = Some(CursegState { zone: z, offset: 0 });
+        }
+    }
+
+    /// The address log `t` will write next (for node footers' `next` link), or NULL when it
+    /// has nowhere to go.
     pub fn peek_next(&self, t: Temp) -> BlkAddr {
-        match self.logs[t as usize] {
-            Some(c) if c.offset < self.layout.blocks_per_zone => self.layout.addr(c.zone, c.offset),
+        match (self.logs[t as usize], self.next_zone[t as usize]) {
+            (Some(c), _) if c.offset < self.layout.blocks_per_zone => {
+                self.layout.addr(c.zone, c.offset)
+            }
+            (_, Some(n)) => self.layout.addr(n, 0),
             _ => NULL_ADDR,
         }
     }
