@@ -177,11 +177,12 @@ impl Segments {
         let a = self.layout.addr(c.zone, c.offset);
         c.offset += 1;
         self.wp[c.zone as usize] = c.offset;
-        if c.offset == bpz && self.next_zone[t as usize].is_none() {
-            if let Some(n) = self.free_zones.pop_first() {
-                self.zones[n as usize] = ZoneUse::Log(t);
-                self.next_zone[t as usize] = Some(n);
-            }
+        if c.offset == bpz
+            && self.next_zone[t as usize].is_none()
+            && let Some(n) = self.free_zones.pop_first()
+        {
+            self.zones[n as usize] = ZoneUse::Log(t);
+            self.next_zone[t as usize] = Some(n);
         }
         Some(a)
     }
