@@ -174,6 +174,8 @@ pub(crate) struct Inner {
     pub inode_locks: RefCell<BTreeMap<Ino, Rc<Mutex<()>>>>,
     pub flusher_wake: Notify,
     pub last_cp: Cell<Nanos>,
+    /// When the last file-system call began (idle detection for background cleaning).
+    pub last_call: Cell<Nanos>,
 }
 
 /// A mounted file system; clones share it.
@@ -404,6 +406,7 @@ impl Fs {
                 inode_locks: RefCell::new(BTreeMap::new()),
                 flusher_wake: Notify::new(),
                 last_cp: Cell::new(Nanos::ZERO),
+                last_call: Cell::new(Nanos::ZERO),
             }),
         }
     }
@@ -654,6 +657,20 @@ impl Fs {
         let _share = self.inner.cp_lock.acquire(1).await;
         self.writeback(!over).await?;
         drop(_share);
+        // Background cleaning (cost-benefit victims) while no call has come for a whole
+        // writeback period and free zones run below twice the reserve (seed 000 §2.3: "the
+        // background compaction is triggered only when the file system is idle and the number
+        // of free segments is below a threshold").
+        let idle =
+            self.inner.sim.now() - self.inner.last_call.get() >= self.inner.opts.writeback_interval;
+        let low = {
+            let st = self.inner.st.borrow();
+            (st.segs.free_zones.len() as u32) < 2 * st.reserved_zones
+        };
+        if idle && low {
+            let _gc = self.inner.gc_lock.lock().await;
+            self.clean_one(false).await?;
+        }
         if self.inner.sim.now() - self.inner.last_cp.get() >= self.inner.opts.checkpoint_interval {
             self.checkpoint().await?;
         }
@@ -675,6 +692,7 @@ impl Fs {
         if self.inner.st.borrow().unmounted {
             return Err(FsError::Invalid("the file system is unmounted".into()));
         }
+        self.inner.last_call.set(self.inner.sim.now());
         if writes {
             self.balance().await?;
         }

@@ -531,3 +531,58 @@ fn fsync_survives_a_crash_through_roll_forward() {
         assert!(problems.is_empty(), "{problems:?}");
     });
 }
+
+#[test]
+fn idle_time_cleans_in_the_background() {
+    let (sim, stack) = small_device(PayloadMode::Fingerprint);
+    let s = sim.clone();
+    run(&sim, async move {
+        let fs = Fs::mkfs(
+            s.clone(),
+            stack,
+            FormatOptions::default(),
+            opts(),
+            Box::new(F2fs),
+        )
+        .await
+        .unwrap();
+        let cap = fs.statfs().blocks;
+        let files = (cap * 9 / 10 / 16) as u64;
+        let mut inos = Vec::new();
+        for f in 0..files {
+            let a = fs
+                .create(ROOT_INO, &format!("f{f}"), 0o644, 0, 0)
+                .await
+                .unwrap();
+            fs.write(
+                a.ino,
+                0,
+                OwnedData::Fingerprints((0..16).map(|b| f << 8 | b).collect()),
+            )
+            .await
+            .unwrap();
+            inos.push(a.ino);
+        }
+        // Free every other file: zones become half valid.
+        for f in (0..files).step_by(2) {
+            fs.unlink(ROOT_INO, &format!("f{f}")).await.unwrap();
+        }
+        fs.sync().await.unwrap();
+        let before = fs.stats();
+        s.sleep(zonelab_sim::Nanos::from_secs(120)).await;
+        let after = fs.stats();
+        assert!(
+            after.background_cleanings > before.background_cleanings,
+            "{after:?}"
+        );
+        for f in (1..files).step_by(2) {
+            let got = fs.read(inos[f as usize], 0, 65536).await.unwrap();
+            assert_eq!(
+                got,
+                OwnedData::Fingerprints((0..16).map(|b| f << 8 | b).collect())
+            );
+        }
+        let problems = fs.check().await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    });
+}
