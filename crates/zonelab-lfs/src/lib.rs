@@ -3,7 +3,11 @@
 //! the `zonelab-sim` executor (DESIGN.md, File system).
 //!
 //! [`vfs`] is the interface every file system here offers and every workload and client uses.
+//! [`memfs`] is its in-memory reference implementation, the model the real file system is
+//! tested against.
 
+pub mod memfs;
 pub mod vfs;
 
+pub use memfs::{MemFs, MemFsConfig};
 pub use vfs::{Attr, DirEntry, FileKind, FileSystem, FsError, FsResult, Ino, SetAttr, StatFs};
