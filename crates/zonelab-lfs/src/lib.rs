@@ -10,4 +10,7 @@ pub mod memfs;
 pub mod vfs;
 
 pub use memfs::{MemFs, MemFsConfig};
-pub use vfs::{Attr, DirEntry, FileKind, FileSystem, FsError, FsResult, Ino, SetAttr, StatFs};
+pub use vfs::{
+    Attr, DirEntry, FileKind, FileSystem, FsError, FsResult, Ino, IoOptions, ROOT_INO, SetAttr,
+    StatFs,
+};
