@@ -23,8 +23,11 @@
 pub mod config;
 pub mod content;
 pub mod engine;
+pub(crate) mod fileset;
+pub mod filebench;
 pub mod report;
 
 pub use config::{RunConfig, RunLength, SizeDist};
 pub use engine::{FsWorkloadError, FsWorkloadResult};
+pub use filebench::{FilebenchParams, Personality, Preset};
 pub use report::{FsReport, LatencyReport, OpReport, Throughput, VerifyReport};
