@@ -29,6 +29,9 @@ pub mod fio_files;
 pub mod mdtest;
 pub mod report;
 
+#[cfg(test)]
+mod tests;
+
 pub use config::{RunConfig, RunLength, SizeDist};
 pub use engine::{FsWorkloadError, FsWorkloadResult};
 pub use filebench::{FilebenchParams, Personality, Preset};
