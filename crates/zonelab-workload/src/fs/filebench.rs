@@ -999,6 +999,9 @@ impl<F: FileSystem + 'static> Fb<F> {
             let f = &self.sets.borrow()[set].files[e as usize];
             f.reserved.max(f.committed).max(lo)
         };
+        if hi > lo {
+            self.ctx.bump("reads_racing_a_write");
+        }
         let n = self.ctx.content.len_of(&got);
         let min = (off + len).min(lo).saturating_sub(off);
         let max = (off + len).min(hi).saturating_sub(off);
@@ -1192,4 +1195,103 @@ fn short_write(path: &str, off: u64, n: u64, w: u64) -> Halt {
         file: path.to_string(),
         detail: format!("write of {n} bytes at offset {off} wrote {w}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zonelab_lfs::{MemFs, MemFsConfig};
+
+    /// A reader racing appends to the same file sees the old or the new length, and the
+    /// right bytes either way.
+    #[test]
+    fn reads_racing_appends_are_verified() {
+        for mode in [PayloadMode::Full, PayloadMode::Fingerprint] {
+            let sim = Sim::new();
+            let mut mcfg = MemFsConfig::new(mode, 16 << 20);
+            mcfg.op_latency = Nanos(1_000);
+            let fs = Rc::new(MemFs::with_sim(mcfg, sim.clone()));
+            let cfg = RunConfig {
+                payload: mode,
+                ..RunConfig::default()
+            };
+            let ctx = Ctx::new(sim.clone(), fs, cfg);
+            let set = Fileset::populate("s", &[0], 20.0, 0.0, &mut SimRng::new(1));
+            let fb = Rc::new(Fb {
+                ctx: ctx.clone(),
+                p: FilebenchParams::new(Personality::Fileserver),
+                io: Io {
+                    iosize: 8192,
+                    append_bound: 1,
+                    readiosize: 8192,
+                    writeiosize: 8192,
+                },
+                sets: RefCell::new(vec![set]),
+                events: Cell::new(0),
+                events_from: Cell::new(Nanos::ZERO),
+                prealloc: RefCell::new(Vec::new()),
+                prealloc_next: Cell::new(0),
+            });
+            let (f2, s2) = (fb.clone(), sim.clone());
+            let out = sim.block_on(async move {
+                let fb = f2;
+                let d = fb.ctx.fs.mkdir(ROOT_INO, "s", 0o755, 0, 0).await.unwrap();
+                let dd = fb
+                    .ctx
+                    .fs
+                    .mkdir(d.ino, "00000001", 0o755, 0, 0)
+                    .await
+                    .unwrap();
+                let a = fb
+                    .ctx
+                    .fs
+                    .create(dd.ino, "00000001", 0o644, 0, 0)
+                    .await
+                    .unwrap();
+                {
+                    let mut sets = fb.sets.borrow_mut();
+                    let f = &mut sets[0].files[0];
+                    f.ino = a.ino;
+                    f.uid = fb.ctx.new_uid();
+                    sets[0].set_exists(0, true);
+                }
+                let piece = if mode == PayloadMode::Full {
+                    3_000
+                } else {
+                    4096
+                };
+                let fa = fb.clone();
+                let writer = s2.spawn(async move {
+                    for _ in 0..40 {
+                        fa.append(0, 0, 5 * piece, piece, "append").await.unwrap();
+                    }
+                });
+                let mut reads = 0;
+                while fb.sets.borrow()[0].files[0].committed < 200 * piece {
+                    let mut off = 0;
+                    loop {
+                        let n = fb.read_checked(0, 0, off, 8192, "read").await.unwrap();
+                        reads += 1;
+                        if n == 0 {
+                            break;
+                        }
+                        off += n;
+                    }
+                }
+                writer.await;
+                reads
+            });
+            let reads = out.unwrap();
+            let raced = ctx
+                .counters()
+                .get("reads_racing_a_write")
+                .copied()
+                .unwrap_or(0);
+            assert!(
+                reads > 100 && raced > 10,
+                "{mode:?}: {reads} reads, {raced} raced"
+            );
+            assert_eq!(ctx.verify_report().mismatches, 0);
+        }
+    }
 }

@@ -532,3 +532,120 @@ fn filebench_needs_a_run_length_and_a_fileset() {
     );
     assert!(matches!(e, Err(FsWorkloadError::Config(_))), "{e:?}");
 }
+
+/// Wraps a file system and delays every call by a pseudo-random time before and after it,
+/// so that threads overlap in every order.
+struct Jittery<F> {
+    inner: Rc<F>,
+    sim: Sim,
+    state: Cell<u64>,
+}
+
+impl<F> Jittery<F> {
+    async fn jitter(&self) {
+        let x = self
+            .state
+            .get()
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.state.set(x);
+        self.sim.sleep(Nanos((x >> 33) % 20_000)).await;
+    }
+}
+
+macro_rules! jittered {
+    ($self:ident, $call:expr) => {{
+        $self.jitter().await;
+        let r = $call.await;
+        $self.jitter().await;
+        r
+    }};
+}
+
+impl<F: FileSystem> FileSystem for Jittery<F> {
+    async fn lookup(&self, parent: Ino, name: &str) -> FsResult<Attr> {
+        jittered!(self, self.inner.lookup(parent, name))
+    }
+    async fn getattr(&self, ino: Ino) -> FsResult<Attr> {
+        jittered!(self, self.inner.getattr(ino))
+    }
+    async fn setattr(&self, ino: Ino, set: SetAttr) -> FsResult<Attr> {
+        jittered!(self, self.inner.setattr(ino, set))
+    }
+    async fn create(&self, p: Ino, name: &str, perm: u16, uid: u32, gid: u32) -> FsResult<Attr> {
+        jittered!(self, self.inner.create(p, name, perm, uid, gid))
+    }
+    async fn mkdir(&self, p: Ino, name: &str, perm: u16, uid: u32, gid: u32) -> FsResult<Attr> {
+        jittered!(self, self.inner.mkdir(p, name, perm, uid, gid))
+    }
+    async fn symlink(&self, p: Ino, name: &str, t: &str, uid: u32, gid: u32) -> FsResult<Attr> {
+        jittered!(self, self.inner.symlink(p, name, t, uid, gid))
+    }
+    async fn readlink(&self, ino: Ino) -> FsResult<String> {
+        jittered!(self, self.inner.readlink(ino))
+    }
+    async fn link(&self, ino: Ino, np: Ino, nn: &str) -> FsResult<Attr> {
+        jittered!(self, self.inner.link(ino, np, nn))
+    }
+    async fn unlink(&self, p: Ino, name: &str) -> FsResult<()> {
+        jittered!(self, self.inner.unlink(p, name))
+    }
+    async fn rmdir(&self, p: Ino, name: &str) -> FsResult<()> {
+        jittered!(self, self.inner.rmdir(p, name))
+    }
+    async fn rename(&self, p: Ino, n: &str, np: Ino, nn: &str) -> FsResult<()> {
+        jittered!(self, self.inner.rename(p, n, np, nn))
+    }
+    async fn readdir(&self, ino: Ino) -> FsResult<Vec<DirEntry>> {
+        jittered!(self, self.inner.readdir(ino))
+    }
+    async fn read(&self, ino: Ino, off: u64, len: u64) -> FsResult<OwnedData> {
+        jittered!(self, self.inner.read(ino, off, len))
+    }
+    async fn write(&self, ino: Ino, off: u64, data: OwnedData) -> FsResult<u64> {
+        jittered!(self, self.inner.write(ino, off, data))
+    }
+    async fn fsync(&self, ino: Ino, datasync: bool) -> FsResult<()> {
+        jittered!(self, self.inner.fsync(ino, datasync))
+    }
+    async fn sync(&self) -> FsResult<()> {
+        jittered!(self, self.inner.sync())
+    }
+    fn statfs(&self) -> StatFs {
+        self.inner.statfs()
+    }
+}
+
+#[test]
+fn many_threads_on_few_files_verify_without_false_alarms() {
+    for kind in ["fileserver", "varmail", "webserver"] {
+        for mode in MODES {
+            let sim = Sim::new();
+            let inner = memfs(&sim, mode, 64 << 20, Nanos::ZERO);
+            let fs = Rc::new(Jittery {
+                inner: inner.clone(),
+                sim: sim.clone(),
+                state: Cell::new(5),
+            });
+            let mut w = small(kind);
+            w.set("nfiles", "100").unwrap();
+            w.set("nthreads", "16").unwrap();
+            let r = run_blocking(
+                &sim,
+                fs,
+                w,
+                cfg(mode, 8, Some(RunLength::Time(Nanos::from_ms(20)))),
+            )
+            .unwrap_or_else(|e| panic!("{kind} {mode:?}: {e}"));
+            inner.check().unwrap();
+            assert_eq!(r.verify.mismatches, 0);
+            assert!(r.throughput.ops > 1_000, "{kind}: {} ops", r.throughput.ops);
+            // Operations in flight at the deadline finish after it.
+            assert!(
+                (0.02..0.0215).contains(&r.simulated_secs),
+                "{}",
+                r.simulated_secs
+            );
+        }
+    }
+}
