@@ -25,8 +25,10 @@
 //!   past the new size and zeroes the rest of the last partial block, growing truncation
 //!   allocates nothing; `Attr::blocks` counts allocated blocks;
 //! - times come from `Sim::now()` when a simulation handle is given, else zero: creation sets
-//!   all three; a write of at least one byte and every size change set mtime and ctime; any
-//!   `setattr` and any link-count change set ctime; entry changes set the directory's mtime
+//!   all three; a write of at least one byte and every truncation (a `setattr` with a size,
+//!   even the current one, as Linux's truncate(2)) set mtime and ctime; any
+//!   `setattr`, any link-count change and a rename (of the moved inode) set ctime; entry
+//!   changes set the directory's mtime
 //!   and ctime; reads do not touch atime (as with `noatime`);
 //! - directories report size 0 and no blocks (their size is not modelled; comparisons with a
 //!   real file system should skip it); a symlink's size is its target's length;
