@@ -3,6 +3,8 @@
 //! the `zonelab-sim` executor (DESIGN.md, File system).
 //!
 //! [`vfs`] is the interface every file system here offers and every workload and client uses.
+//! [`memfs`] is its in-memory reference implementation, the model the real file system is
+//! tested against.
 
 pub mod cache;
 pub mod dev;
@@ -11,10 +13,15 @@ pub mod fs;
 mod fs_tests;
 pub mod fsck;
 pub mod layout;
+pub mod memfs;
 pub mod ondisk;
 pub mod policy;
 pub mod recovery;
 pub mod segment;
 pub mod vfs;
 
-pub use vfs::{Attr, DirEntry, FileKind, FileSystem, FsError, FsResult, Ino, SetAttr, StatFs};
+pub use memfs::{MemFs, MemFsConfig};
+pub use vfs::{
+    Attr, DirEntry, FileKind, FileSystem, FsError, FsResult, Ino, IoOptions, ROOT_INO, SetAttr,
+    StatFs,
+};

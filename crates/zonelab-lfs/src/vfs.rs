@@ -126,6 +126,14 @@ impl FsError {
 
 pub type FsResult<T> = Result<T, FsError>;
 
+/// How a caller issues its reads and writes of a file, as open(2) flags say it: a hint for
+/// file systems whose call path depends on it; they may ignore it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoOptions {
+    /// O_DIRECT: data moves between the caller and the device without the page cache.
+    pub direct: bool,
+}
+
 /// A file system as workloads and clients see it. Calls may run concurrently from many
 /// simulated threads (tasks on one `zonelab_sim::Sim`); each call returns when its modelled
 /// work is done in virtual time.
@@ -176,4 +184,7 @@ pub trait FileSystem {
     /// Makes everything durable (a checkpoint).
     async fn sync(&self) -> FsResult<()>;
     fn statfs(&self) -> StatFs;
+    /// Hints how later reads and writes of `ino` are issued ([`IoOptions`]); by default
+    /// ignored.
+    fn set_io_options(&self, _ino: Ino, _opts: IoOptions) {}
 }

@@ -1,4 +1,6 @@
-//! Workloads for ZoneLab. Today: fio-compatible jobs on a raw device ([`fio`]).
+//! Workloads for ZoneLab: fio-compatible jobs on a raw device ([`fio`]) and file-system
+//! workloads on any `FileSystem` ([`fs`]: filebench personalities, fio jobs on files, mdtest).
 
 pub mod fio;
+pub mod fs;
 pub mod zbench;

@@ -1,0 +1,651 @@
+//! Runs of every workload on the reference file system (MemFs): counts, verification,
+//! determinism, utilization targets, and a corrupting file system that must be caught.
+
+use super::*;
+use std::cell::Cell;
+use zonelab_device::{OwnedData, PayloadMode};
+use zonelab_lfs::vfs::{Attr, DirEntry, FsResult, Ino, SetAttr, StatFs};
+use zonelab_lfs::{MemFs, MemFsConfig};
+use zonelab_sim::Nanos;
+
+const MODES: [PayloadMode; 2] = [PayloadMode::Full, PayloadMode::Fingerprint];
+
+fn memfs(sim: &Sim, mode: PayloadMode, cap: u64, latency: Nanos) -> Rc<MemFs> {
+    let mut cfg = MemFsConfig::new(mode, cap);
+    cfg.op_latency = latency;
+    Rc::new(MemFs::with_sim(cfg, sim.clone()))
+}
+
+fn cfg(mode: PayloadMode, seed: u64, run: Option<RunLength>) -> RunConfig {
+    RunConfig {
+        seed,
+        payload: mode,
+        run,
+        ..RunConfig::default()
+    }
+}
+
+/// A small version of `kind`: 200 files of 16 KiB, 4 threads, pieces of 8 KiB.
+fn small(kind: &str) -> FsWorkload {
+    let mut w = FsWorkload::new(kind).unwrap();
+    for (k, v) in [
+        ("nfiles", "200"),
+        ("filesize", "16k"),
+        ("nthreads", "4"),
+        ("iosize", "8k"),
+        ("numactivevids", "4"),
+        ("numpassivevids", "6"),
+        ("readiosize", "16k"),
+        ("writeiosize", "64k"),
+        ("repintval", "20ms"),
+        ("eventrate", "50"),
+    ] {
+        w.set(k, v).unwrap();
+    }
+    if kind == "videoserver" {
+        w.set("filesize", "256k").unwrap();
+    }
+    w
+}
+
+fn run_on(fs: Rc<MemFs>, sim: &Sim, w: FsWorkload, c: RunConfig) -> FsWorkloadResult<FsReport> {
+    let r = run_blocking(sim, fs.clone(), w, c);
+    fs.check().expect("MemFs invariants hold after the run");
+    r
+}
+
+fn ops_of(r: &FsReport, op: &str) -> u64 {
+    r.throughput.by_op.get(op).map_or(0, |o| o.ops)
+}
+
+#[test]
+fn filebench_personalities_run_and_verify_in_both_modes() {
+    let expect: [(&str, &[&str]); 4] = [
+        (
+            "fileserver",
+            &[
+                "createfile",
+                "writewholefile",
+                "closefile",
+                "openfile",
+                "appendfilerand",
+                "readwholefile",
+                "deletefile",
+                "statfile",
+            ],
+        ),
+        (
+            "varmail",
+            &[
+                "deletefile",
+                "createfile",
+                "appendfilerand",
+                "fsync",
+                "closefile",
+                "openfile",
+                "readwholefile",
+            ],
+        ),
+        (
+            "webserver",
+            &["openfile", "readwholefile", "closefile", "appendfilerand"],
+        ),
+        (
+            "videoserver",
+            &[
+                "openfile",
+                "read",
+                "deletefile",
+                "createfile",
+                "writewholefile",
+                "closefile",
+            ],
+        ),
+    ];
+    for mode in MODES {
+        for (kind, ops) in expect {
+            let sim = Sim::new();
+            let fs = memfs(&sim, mode, 64 << 20, Nanos::ZERO);
+            let n = 3_000;
+            let r = run_on(fs, &sim, small(kind), cfg(mode, 7, Some(RunLength::Ops(n))))
+                .unwrap_or_else(|e| panic!("{kind} {mode:?}: {e}"));
+            assert_eq!(r.workload, kind);
+            assert_eq!(r.throughput.ops, n, "{kind} {mode:?}");
+            for op in ops {
+                assert!(
+                    ops_of(&r, op) > 0,
+                    "{kind} {mode:?}: no {op} in {:?}",
+                    r.throughput.by_op.keys()
+                );
+            }
+            assert!(r.verify.reads_checked > 0, "{kind}");
+            assert_eq!(r.verify.mismatches, 0);
+            assert!(r.bytes_read > 0, "{kind}");
+            let by: u64 = r.throughput.by_op.values().map(|o| o.bytes_read).sum();
+            assert_eq!(by, r.bytes_read);
+            assert!(r.setup.files_created > 0);
+        }
+    }
+}
+
+#[test]
+fn fileserver_flowops_come_in_filebench_proportions() {
+    let sim = Sim::new();
+    let fs = memfs(&sim, PayloadMode::Fingerprint, 64 << 20, Nanos::ZERO);
+    let r = run_on(
+        fs,
+        &sim,
+        small("fileserver"),
+        cfg(PayloadMode::Fingerprint, 3, Some(RunLength::Ops(11_000))),
+    )
+    .unwrap();
+    // One loop: 11 flowops, three of them closes and two opens.
+    let create = ops_of(&r, "createfile");
+    assert!((990..=1010).contains(&create), "{create} creates");
+    assert!(ops_of(&r, "closefile").abs_diff(3 * create) <= 12);
+    assert!(ops_of(&r, "openfile").abs_diff(2 * create) <= 8);
+    let skipped = r
+        .counters
+        .get("deletefile_skipped_open")
+        .copied()
+        .unwrap_or(0);
+    assert!(ops_of(&r, "deletefile") + skipped >= create - 4);
+    // Appends are uniform in [0, 16 KiB) rounded up to blocks: mean about 10 KiB.
+    let a = &r.throughput.by_op["appendfilerand"];
+    let mean = a.bytes_written as f64 / a.ops as f64;
+    assert!((6_000.0..14_000.0).contains(&mean), "mean append {mean}");
+}
+
+#[test]
+fn same_seed_gives_identical_json() {
+    for kind in ["fileserver", "varmail", "webserver", "videoserver"] {
+        let once = |seed| {
+            let sim = Sim::new();
+            let fs = memfs(&sim, PayloadMode::Fingerprint, 64 << 20, Nanos(2_000));
+            run_on(
+                fs,
+                &sim,
+                small(kind),
+                cfg(PayloadMode::Fingerprint, seed, Some(RunLength::Ops(1_500))),
+            )
+            .unwrap()
+            .to_json()
+        };
+        let a = once(11);
+        assert_eq!(a, once(11), "{kind}");
+        assert_ne!(a, once(12), "{kind}");
+    }
+}
+
+#[test]
+fn utilization_targets_are_met() {
+    let cap = 32u64 << 20;
+    for (kind, pre) in [("fileserver", 0.8), ("varmail", 0.8), ("webserver", 1.0)] {
+        let sim = Sim::new();
+        let fs = memfs(&sim, PayloadMode::Fingerprint, cap, Nanos::ZERO);
+        let mut w = small(kind);
+        w.set("filesize", "64k").unwrap();
+        w.set("utilization", "0.5").unwrap();
+        let r = run_on(
+            fs,
+            &sim,
+            w,
+            cfg(PayloadMode::Fingerprint, 5, Some(RunLength::Ops(200))),
+        )
+        .unwrap();
+        let f = &r.fileset;
+        assert_eq!(f.capacity_bytes, cap);
+        assert_eq!(f.target_utilization, Some(0.5));
+        assert!(
+            f.fileset_bytes as f64 <= 0.5 * cap as f64 + 64.0 * 1024.0 * 2.0,
+            "{kind}"
+        );
+        // Within a few files (gamma sizes) of the target.
+        assert!(
+            f.utilization > 0.47 && f.utilization <= 0.51,
+            "{kind}: {}",
+            f.utilization
+        );
+        // Preallocation fills its share of the fileset.
+        let want = pre * f.utilization;
+        assert!(
+            (f.used_after_setup - want).abs() < 0.06,
+            "{kind}: used {} want {want}",
+            f.used_after_setup
+        );
+        assert!(f.files > 200, "{kind}: the count follows the capacity");
+    }
+    // videoserver: both video sets scale, in filebench's ratio.
+    let sim = Sim::new();
+    let fs = memfs(&sim, PayloadMode::Fingerprint, cap, Nanos::ZERO);
+    let mut w = small("videoserver");
+    w.set("filesize", "512k").unwrap();
+    w.set("utilization", "0.9").unwrap();
+    let r = run_on(
+        fs,
+        &sim,
+        w,
+        cfg(PayloadMode::Fingerprint, 5, Some(RunLength::Ops(100))),
+    )
+    .unwrap();
+    assert_eq!(r.fileset.files, 57);
+    assert!((r.fileset.utilization - 57.0 * 0.5 / 32.0).abs() < 1e-9);
+}
+
+/// Wraps a file system and corrupts what one read returns.
+struct Corrupting<F> {
+    inner: Rc<F>,
+    reads: Cell<u64>,
+    corrupt_read: u64,
+}
+
+impl<F: FileSystem> FileSystem for Corrupting<F> {
+    async fn lookup(&self, parent: Ino, name: &str) -> FsResult<Attr> {
+        self.inner.lookup(parent, name).await
+    }
+    async fn getattr(&self, ino: Ino) -> FsResult<Attr> {
+        self.inner.getattr(ino).await
+    }
+    async fn setattr(&self, ino: Ino, set: SetAttr) -> FsResult<Attr> {
+        self.inner.setattr(ino, set).await
+    }
+    async fn create(&self, p: Ino, name: &str, perm: u16, uid: u32, gid: u32) -> FsResult<Attr> {
+        self.inner.create(p, name, perm, uid, gid).await
+    }
+    async fn mkdir(&self, p: Ino, name: &str, perm: u16, uid: u32, gid: u32) -> FsResult<Attr> {
+        self.inner.mkdir(p, name, perm, uid, gid).await
+    }
+    async fn symlink(&self, p: Ino, name: &str, t: &str, uid: u32, gid: u32) -> FsResult<Attr> {
+        self.inner.symlink(p, name, t, uid, gid).await
+    }
+    async fn readlink(&self, ino: Ino) -> FsResult<String> {
+        self.inner.readlink(ino).await
+    }
+    async fn link(&self, ino: Ino, np: Ino, nn: &str) -> FsResult<Attr> {
+        self.inner.link(ino, np, nn).await
+    }
+    async fn unlink(&self, p: Ino, name: &str) -> FsResult<()> {
+        self.inner.unlink(p, name).await
+    }
+    async fn rmdir(&self, p: Ino, name: &str) -> FsResult<()> {
+        self.inner.rmdir(p, name).await
+    }
+    async fn rename(&self, p: Ino, n: &str, np: Ino, nn: &str) -> FsResult<()> {
+        self.inner.rename(p, n, np, nn).await
+    }
+    async fn readdir(&self, ino: Ino) -> FsResult<Vec<DirEntry>> {
+        self.inner.readdir(ino).await
+    }
+    async fn read(&self, ino: Ino, off: u64, len: u64) -> FsResult<OwnedData> {
+        let mut d = self.inner.read(ino, off, len).await?;
+        let n = self.reads.get() + 1;
+        self.reads.set(n);
+        if n >= self.corrupt_read {
+            let flipped = match &mut d {
+                OwnedData::Bytes(b) if b.len() > 100 => {
+                    b[100] ^= 0x20;
+                    true
+                }
+                OwnedData::Fingerprints(f) if !f.is_empty() => {
+                    let last = f.len() - 1;
+                    f[last] ^= 1;
+                    true
+                }
+                OwnedData::Fingerprint(f) => {
+                    *f ^= 1;
+                    true
+                }
+                _ => false,
+            };
+            if flipped {
+                self.reads.set(0);
+            }
+        }
+        Ok(d)
+    }
+    async fn write(&self, ino: Ino, off: u64, data: OwnedData) -> FsResult<u64> {
+        self.inner.write(ino, off, data).await
+    }
+    async fn fsync(&self, ino: Ino, datasync: bool) -> FsResult<()> {
+        self.inner.fsync(ino, datasync).await
+    }
+    async fn sync(&self) -> FsResult<()> {
+        self.inner.sync().await
+    }
+    fn statfs(&self) -> StatFs {
+        self.inner.statfs()
+    }
+}
+
+#[test]
+fn a_corrupted_read_is_caught_and_named() {
+    for mode in MODES {
+        for kind in ["fileserver", "varmail", "webserver", "videoserver"] {
+            let sim = Sim::new();
+            let inner = memfs(&sim, mode, 64 << 20, Nanos::ZERO);
+            let fs = Rc::new(Corrupting {
+                inner,
+                reads: Cell::new(0),
+                corrupt_read: 25,
+            });
+            let err = run_blocking(
+                &sim,
+                fs,
+                small(kind),
+                cfg(mode, 1, Some(RunLength::Ops(3_000))),
+            )
+            .unwrap_err();
+            let FsWorkloadError::Mismatch {
+                file,
+                offset,
+                expected,
+                got,
+            } = &err
+            else {
+                panic!("{kind} {mode:?}: expected a mismatch, got {err}");
+            };
+            assert!(
+                ["/bigfileset/", "/activevids/", "/logfiles/"]
+                    .iter()
+                    .any(|p| file.starts_with(p)),
+                "{file}"
+            );
+            assert_ne!(expected, got);
+            let msg = err.to_string();
+            assert!(
+                msg.contains(file) && msg.contains(&format!("offset {offset}")),
+                "{msg}"
+            );
+        }
+    }
+    // Without stopping, mismatches are counted.
+    let sim = Sim::new();
+    let inner = memfs(&sim, PayloadMode::Fingerprint, 64 << 20, Nanos::ZERO);
+    let fs = Rc::new(Corrupting {
+        inner,
+        reads: Cell::new(0),
+        corrupt_read: 10,
+    });
+    let mut c = cfg(PayloadMode::Fingerprint, 1, Some(RunLength::Ops(2_000)));
+    c.stop_on_mismatch = false;
+    let r = run_blocking(&sim, fs, small("fileserver"), c).unwrap();
+    assert!(r.verify.mismatches > 10, "{:?}", r.verify);
+    assert!(r.verify.reads_checked > r.verify.mismatches);
+}
+
+#[test]
+fn fio_jobs_make_one_pass_and_verify() {
+    for mode in MODES {
+        for rw in ["read", "write", "randread", "randwrite"] {
+            let sim = Sim::new();
+            let fs = memfs(&sim, mode, 64 << 20, Nanos::ZERO);
+            let mut w = FsWorkload::new("fio").unwrap();
+            for (k, v) in [
+                ("rw", rw),
+                ("bs", "8k"),
+                ("size", "1m"),
+                ("numjobs", "3"),
+                ("fsync", "16"),
+            ] {
+                w.set(k, v).unwrap();
+            }
+            let r = run_on(fs.clone(), &sim, w, cfg(mode, 2, None)).unwrap();
+            let dir = if rw.contains("read") { "read" } else { "write" };
+            assert_eq!(ops_of(&r, dir), 3 * 128, "{rw} {mode:?}");
+            if dir == "read" {
+                assert_eq!(r.verify.reads_checked, 3 * 128);
+                assert_eq!(r.bytes_read, 3 << 20);
+                assert_eq!(ops_of(&r, "fsync"), 0);
+            } else {
+                assert_eq!(r.bytes_written, 3 << 20);
+                assert_eq!(ops_of(&r, "fsync"), 3 * 8);
+            }
+            // Every file is whole, every block written once by the job or the layout.
+            let st = fs.statfs();
+            assert_eq!(st.blocks - st.blocks_free, 3 * 256, "{rw}");
+            assert_eq!(r.fileset.files, 3);
+        }
+    }
+}
+
+#[test]
+fn timed_runs_follow_virtual_time() {
+    let sim = Sim::new();
+    let fs = memfs(&sim, PayloadMode::Fingerprint, 64 << 20, Nanos::from_us(10));
+    let mut w = FsWorkload::new("fio").unwrap();
+    w.set("rw", "randread").unwrap();
+    w.set("size", "4m").unwrap();
+    w.set("numjobs", "2").unwrap();
+    let mut c = cfg(
+        PayloadMode::Fingerprint,
+        9,
+        Some(RunLength::Time(Nanos::from_ms(10))),
+    );
+    c.warmup = Nanos::from_ms(5);
+    let r = run_on(fs, &sim, w, c).unwrap();
+    // Two jobs, one 10 us read at a time each: about 1000 reads each in 10 ms.
+    let reads = ops_of(&r, "read");
+    assert!((1990..=2002).contains(&reads), "{reads}");
+    assert!(
+        (r.simulated_secs - 0.01).abs() < 1e-4,
+        "{}",
+        r.simulated_secs
+    );
+    let lat = &r.throughput.by_op["read"].lat_ns;
+    assert_eq!((lat.p50, lat.p999), (10_000, 10_000));
+    assert!((r.throughput.ops_per_sec - 200_000.0).abs() < 2_000.0);
+    // Reads during the warm-up were checked but are not in the figures.
+    assert!(r.verify.reads_checked > reads + 900);
+}
+
+#[test]
+fn mdtest_creates_stats_reads_and_removes() {
+    for mode in MODES {
+        let sim = Sim::new();
+        let fs = memfs(&sim, mode, 64 << 20, Nanos::ZERO);
+        let mut w = FsWorkload::new("mdtest").unwrap();
+        for (k, v) in [
+            ("threads", "4"),
+            ("files_per_thread", "50"),
+            ("file_size", "32k"),
+            ("stat", "1"),
+            ("read", "1"),
+        ] {
+            w.set(k, v).unwrap();
+        }
+        let r = run_on(fs.clone(), &sim, w.clone(), cfg(mode, 4, None)).unwrap();
+        for op in ["file_create", "file_stat", "file_read"] {
+            assert_eq!(ops_of(&r, op), 200, "{op}");
+        }
+        assert_eq!(r.bytes_written, 200 * 32 * 1024);
+        assert_eq!(r.verify.reads_checked, 200);
+        assert_eq!(fs.inode_count(), 1 + 1 + 4 + 200);
+        // With removal everything goes again.
+        let sim = Sim::new();
+        let fs = memfs(&sim, mode, 64 << 20, Nanos::ZERO);
+        w.set("remove", "1").unwrap();
+        let r = run_on(fs.clone(), &sim, w, cfg(mode, 4, None)).unwrap();
+        assert_eq!(ops_of(&r, "file_remove"), 200);
+        assert_eq!(fs.inode_count(), 1 + 1 + 4);
+    }
+}
+
+#[test]
+fn presets_carry_the_papers_parameters() {
+    let FsWorkload::Filebench(f) = FsWorkload::preset("fileserver", Preset::Seed000).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(
+        (f.nfiles, f.nthreads, f.filesize.mean()),
+        (112_500, 50, 128 << 10)
+    );
+    let FsWorkload::Filebench(v) = FsWorkload::preset("varmail", Preset::Seed000).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (v.nfiles, v.nthreads, v.filesize.mean()),
+        (475_000, 16, 28 << 10)
+    );
+    assert!(FsWorkload::preset("webserver", Preset::Seed000).is_err());
+    for (kind, size) in [
+        ("fileserver", 16u64 << 20),
+        ("varmail", 1 << 20),
+        ("webserver", 1 << 20),
+        ("videoserver", 1 << 30),
+    ] {
+        let FsWorkload::Filebench(p) = FsWorkload::preset(kind, Preset::Seed002).unwrap() else {
+            panic!()
+        };
+        assert_eq!((p.nthreads, p.filesize.mean()), (16, size), "{kind}");
+    }
+    let FsWorkload::Mdtest(m) = FsWorkload::preset("mdtest", Preset::Seed002).unwrap() else {
+        panic!()
+    };
+    assert_eq!(m.threads as u64 * m.files_per_thread, 1_000_000);
+    let mut w = FsWorkload::new("varmail").unwrap();
+    assert!(w.set("bogus", "1").is_err());
+    assert!(FsWorkload::new("tpcc").is_err());
+}
+
+#[test]
+fn filebench_needs_a_run_length_and_a_fileset() {
+    let sim = Sim::new();
+    let fs = memfs(&sim, PayloadMode::Full, 1 << 20, Nanos::ZERO);
+    let e = run_blocking(
+        &sim,
+        fs,
+        small("fileserver"),
+        cfg(PayloadMode::Full, 1, None),
+    );
+    assert!(matches!(e, Err(FsWorkloadError::Config(_))));
+    let sim = Sim::new();
+    let fs = memfs(&sim, PayloadMode::Full, 1 << 20, Nanos::ZERO);
+    let mut w = small("fileserver");
+    w.set("filesize", "4m").unwrap();
+    w.set("utilization", "0.5").unwrap();
+    let e = run_blocking(
+        &sim,
+        fs,
+        w,
+        cfg(PayloadMode::Full, 1, Some(RunLength::Ops(10))),
+    );
+    assert!(matches!(e, Err(FsWorkloadError::Config(_))), "{e:?}");
+}
+
+/// Wraps a file system and delays every call by a pseudo-random time before and after it,
+/// so that threads overlap in every order.
+struct Jittery<F> {
+    inner: Rc<F>,
+    sim: Sim,
+    state: Cell<u64>,
+}
+
+impl<F> Jittery<F> {
+    async fn jitter(&self) {
+        let x = self
+            .state
+            .get()
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.state.set(x);
+        self.sim.sleep(Nanos((x >> 33) % 20_000)).await;
+    }
+}
+
+macro_rules! jittered {
+    ($self:ident, $call:expr) => {{
+        $self.jitter().await;
+        let r = $call.await;
+        $self.jitter().await;
+        r
+    }};
+}
+
+impl<F: FileSystem> FileSystem for Jittery<F> {
+    async fn lookup(&self, parent: Ino, name: &str) -> FsResult<Attr> {
+        jittered!(self, self.inner.lookup(parent, name))
+    }
+    async fn getattr(&self, ino: Ino) -> FsResult<Attr> {
+        jittered!(self, self.inner.getattr(ino))
+    }
+    async fn setattr(&self, ino: Ino, set: SetAttr) -> FsResult<Attr> {
+        jittered!(self, self.inner.setattr(ino, set))
+    }
+    async fn create(&self, p: Ino, name: &str, perm: u16, uid: u32, gid: u32) -> FsResult<Attr> {
+        jittered!(self, self.inner.create(p, name, perm, uid, gid))
+    }
+    async fn mkdir(&self, p: Ino, name: &str, perm: u16, uid: u32, gid: u32) -> FsResult<Attr> {
+        jittered!(self, self.inner.mkdir(p, name, perm, uid, gid))
+    }
+    async fn symlink(&self, p: Ino, name: &str, t: &str, uid: u32, gid: u32) -> FsResult<Attr> {
+        jittered!(self, self.inner.symlink(p, name, t, uid, gid))
+    }
+    async fn readlink(&self, ino: Ino) -> FsResult<String> {
+        jittered!(self, self.inner.readlink(ino))
+    }
+    async fn link(&self, ino: Ino, np: Ino, nn: &str) -> FsResult<Attr> {
+        jittered!(self, self.inner.link(ino, np, nn))
+    }
+    async fn unlink(&self, p: Ino, name: &str) -> FsResult<()> {
+        jittered!(self, self.inner.unlink(p, name))
+    }
+    async fn rmdir(&self, p: Ino, name: &str) -> FsResult<()> {
+        jittered!(self, self.inner.rmdir(p, name))
+    }
+    async fn rename(&self, p: Ino, n: &str, np: Ino, nn: &str) -> FsResult<()> {
+        jittered!(self, self.inner.rename(p, n, np, nn))
+    }
+    async fn readdir(&self, ino: Ino) -> FsResult<Vec<DirEntry>> {
+        jittered!(self, self.inner.readdir(ino))
+    }
+    async fn read(&self, ino: Ino, off: u64, len: u64) -> FsResult<OwnedData> {
+        jittered!(self, self.inner.read(ino, off, len))
+    }
+    async fn write(&self, ino: Ino, off: u64, data: OwnedData) -> FsResult<u64> {
+        jittered!(self, self.inner.write(ino, off, data))
+    }
+    async fn fsync(&self, ino: Ino, datasync: bool) -> FsResult<()> {
+        jittered!(self, self.inner.fsync(ino, datasync))
+    }
+    async fn sync(&self) -> FsResult<()> {
+        jittered!(self, self.inner.sync())
+    }
+    fn statfs(&self) -> StatFs {
+        self.inner.statfs()
+    }
+}
+
+#[test]
+fn many_threads_on_few_files_verify_without_false_alarms() {
+    for kind in ["fileserver", "varmail", "webserver"] {
+        for mode in MODES {
+            let sim = Sim::new();
+            let inner = memfs(&sim, mode, 64 << 20, Nanos::ZERO);
+            let fs = Rc::new(Jittery {
+                inner: inner.clone(),
+                sim: sim.clone(),
+                state: Cell::new(5),
+            });
+            let mut w = small(kind);
+            w.set("nfiles", "100").unwrap();
+            w.set("nthreads", "16").unwrap();
+            let r = run_blocking(
+                &sim,
+                fs,
+                w,
+                cfg(mode, 8, Some(RunLength::Time(Nanos::from_ms(20)))),
+            )
+            .unwrap_or_else(|e| panic!("{kind} {mode:?}: {e}"));
+            inner.check().unwrap();
+            assert_eq!(r.verify.mismatches, 0);
+            assert!(r.throughput.ops > 1_000, "{kind}: {} ops", r.throughput.ops);
+            // Operations in flight at the deadline finish after it.
+            assert!(
+                (0.02..0.0215).contains(&r.simulated_secs),
+                "{}",
+                r.simulated_secs
+            );
+        }
+    }
+}
