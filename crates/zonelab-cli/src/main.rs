@@ -6,6 +6,7 @@ mod fs_cmd;
 mod image;
 mod plot;
 mod reproduce_cmd;
+mod run_cmd;
 mod zbench_cmd;
 mod zns_cmd;
 
@@ -42,6 +43,8 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Zone-management benchmark of the ZN540 characterization (reset, finish, open, close).
     Zbench(zbench_cmd::ZbenchArgs),
+    /// Run a file-system experiment (device, policy, workload, seed, length) and write its JSON.
+    Run(run_cmd::RunArgs),
     /// Create a file system on a device image (the device needs conventional zones).
     Mkfs(fs_cmd::MkfsArgs),
     /// Check a device image's file system (the image is not changed); exit 4 on problems.
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench_cmd::run(a),
         Command::Reproduce(a) => reproduce_cmd::run(a),
         Command::Zbench(a) => zbench_cmd::run(a),
+        Command::Run(a) => run_cmd::run(a),
         Command::Mkfs(a) => fs_cmd::mkfs(a),
         Command::Fsck(a) => fs_cmd::fsck(a),
         Command::Profiles { name, set } => profiles(name, &set),

@@ -768,7 +768,8 @@ impl Fs {
                 .copied()
                 .ok_or_else(|| FsError::Corrupt(format!("node id {nid} beyond the NAT")))?;
             if e.ino == 0 {
-                return Err(FsError::Corrupt(format!("node {nid} is not allocated")));
+                // Freed (its file deleted) by another thread.
+                return Err(FsError::NotFound);
             }
             e.addr
         };
@@ -787,7 +788,17 @@ impl Fs {
             )));
         }
         let mut st = self.inner.st.borrow_mut();
+        let now = st.nat.entries[nid as usize];
+        if now.ino == 0 {
+            // Freed while it was read.
+            return Err(FsError::NotFound);
+        }
         if !st.cache.touch_node(nid) {
+            if now.addr != addr {
+                // Rewritten elsewhere while it was read (and since evicted): read again.
+                drop(st);
+                return Box::pin(self.ensure_node(nid)).await;
+            }
             st.cache.put_node(nid, node, false);
         }
         Ok(())
@@ -1155,6 +1166,10 @@ impl Fs {
                 st.cache.oldest_dirty_inode()
             };
             let Some(ino) = target else { return Ok(()) };
+            // Under the file's lock, so a concurrent unlink cannot free it halfway (and its
+            // node tree cannot grow again after truncation).
+            let lock = self.inode_lock(ino);
+            let _l = lock.lock().await;
             self.write_inode_pages(ino, None).await?;
         }
     }
@@ -1192,61 +1207,88 @@ impl Fs {
         } else {
             Traffic::UserWrite
         };
+        // Chunk by chunk: make the nodes on every page's path resident (may wait for reads),
+        // then, without waiting in between, take the blocks and hand the writes to the device,
+        // so a zone receives its writes in the order its blocks were taken.
         let mut handles = Vec::new();
-        let mut run: Option<(BlkAddr, Vec<PageData>)> = None;
-        for idx in idxs {
-            // Nodes on the way must be resident while the address changes.
-            let (nid, slot) = loop {
-                let (nid, slot) = self.map_path(ino, idx, true).await?.expect("created");
-                if self.inner.st.borrow().cache.node(nid).is_some() {
-                    break (nid, slot);
+        for chunk in idxs.chunks(256) {
+            let mut paths = Vec::with_capacity(chunk.len());
+            'ensure: loop {
+                paths.clear();
+                for &idx in chunk {
+                    match self.map_path(ino, idx, true).await {
+                        // Deleted meanwhile: its pages went with it.
+                        Err(FsError::NotFound) => return Ok(()),
+                        r => paths.push(r?.expect("created")),
+                    }
                 }
-            };
+                let st = self.inner.st.borrow();
+                if st.cache.node(ino as Nid).is_none() {
+                    continue 'ensure;
+                }
+                for &(nid, _) in &paths {
+                    if st.cache.node(nid).is_none() {
+                        continue 'ensure;
+                    }
+                }
+                break;
+            }
             let t = now_ns(&self.inner.sim);
             let mut st = self.inner.st.borrow_mut();
             let st = &mut *st;
-            let Some(data) = st.cache.take_dirty(ino, idx) else {
-                continue;
-            };
-            let Some(new) = st.segs.alloc(temp) else {
-                return Err(FsError::NoSpace);
-            };
-            let n = st.cache.node_mut(nid).expect("resident");
-            if n.addrs.len() <= slot {
-                n.addrs.resize(slot + 1, NULL_ADDR);
-            }
-            let old = std::mem::replace(&mut n.addrs[slot], new);
-            st.cache.dirty_node(nid);
-            if old == NULL_ADDR {
-                // A new block of the file (its inode is dirty, hence resident).
-                if let Some(i) = st.cache.node_mut(ino as Nid).and_then(|x| x.inode_mut()) {
+            let zone_size = st.segs.layout.sb.zone_size;
+            let mut run: Option<(BlkAddr, Vec<PageData>)> = None;
+            for (&idx, &(nid, slot)) in chunk.iter().zip(&paths) {
+                let Some(data) = st.cache.take_dirty(ino, idx) else {
+                    continue;
+                };
+                let Some(new) = st.segs.alloc(temp) else {
+                    return Err(FsError::NoSpace);
+                };
+                let n = st.cache.node_mut(nid).expect("resident: checked above");
+                if n.addrs.len() <= slot {
+                    n.addrs.resize(slot + 1, NULL_ADDR);
+                }
+                let old = std::mem::replace(&mut n.addrs[slot], new);
+                st.cache.dirty_node(nid);
+                if old == NULL_ADDR {
+                    let i = st
+                        .cache
+                        .node_mut(ino as Nid)
+                        .and_then(|x| x.inode_mut())
+                        .expect("inode resident: checked above");
                     i.blocks += 1;
+                    st.cache.dirty_node(ino as Nid);
                 }
-                st.cache.dirty_node(ino as Nid);
-            }
-            st.segs.invalidate(old, t);
-            st.segs.validate(
-                new,
-                Summary {
-                    nid,
-                    ofs: slot as u16,
-                },
-                t,
-            );
-            match &mut run {
-                Some((start, v)) if *start + v.len() as BlkAddr == new && v.len() < 128 => {
-                    v.push(data)
-                }
-                _ => {
-                    if let Some((start, v)) = run.take() {
-                        handles.push(self.inner.dev.write(start as u64, pages_data(v), class));
+                st.segs.invalidate(old, t);
+                st.segs.validate(
+                    new,
+                    Summary {
+                        nid,
+                        ofs: slot as u16,
+                    },
+                    t,
+                );
+                match &mut run {
+                    // A run stays inside one zone (the next zone may start right after).
+                    Some((start, v))
+                        if *start + v.len() as BlkAddr == new
+                            && !(new as u64).is_multiple_of(zone_size)
+                            && v.len() < 128 =>
+                    {
+                        v.push(data)
                     }
-                    run = Some((new, vec![data]));
+                    _ => {
+                        if let Some((start, v)) = run.take() {
+                            handles.push(self.inner.dev.write(start as u64, pages_data(v), class));
+                        }
+                        run = Some((new, vec![data]));
+                    }
                 }
             }
-        }
-        if let Some((start, v)) = run.take() {
-            handles.push(self.inner.dev.write(start as u64, pages_data(v), class));
+            if let Some((start, v)) = run.take() {
+                handles.push(self.inner.dev.write(start as u64, pages_data(v), class));
+            }
         }
         join_all(handles).await
     }
@@ -1266,6 +1308,7 @@ impl Fs {
             let mut st = self.inner.st.borrow_mut();
             let st = &mut *st;
             let ino = st.nat.entries[nid as usize].ino;
+            assert!(ino != 0, "dirty node {nid} is not allocated");
             let is_dir = if ino == nid {
                 st.cache
                     .node(nid)
@@ -1662,15 +1705,31 @@ impl Fs {
         // page cache and written to the cold data log.
         let mut data: BTreeMap<Ino, Vec<(u64, BlkAddr)>> = BTreeMap::new();
         for &(a, sum) in &valid {
-            let e = self.inner.st.borrow().nat.entries[sum.nid as usize];
+            let e = {
+                let st = self.inner.st.borrow();
+                if !st.segs.is_valid(a) {
+                    // Freed since the victim was listed (this loop waits for node reads).
+                    continue;
+                }
+                st.nat.entries[sum.nid as usize]
+            };
             if e.ino == 0 {
                 return Err(FsError::Corrupt(format!(
                     "valid block {a} owned by free node {}",
                     sum.nid
                 )));
             }
-            self.ensure_node(sum.nid).await?;
+            match self.ensure_node(sum.nid).await {
+                // Freed meanwhile (its blocks with it).
+                Err(FsError::NotFound) => continue,
+                r => r?,
+            }
             let mut st = self.inner.st.borrow_mut();
+            // The node may have moved or been freed while it was read.
+            let e = st.nat.entries[sum.nid as usize];
+            if e.ino == 0 || !st.segs.is_valid(a) {
+                continue;
+            }
             if e.addr == a {
                 st.cache.dirty_node(sum.nid);
                 continue;
@@ -2230,6 +2289,8 @@ impl FileSystem for Fs {
         {
             return Err(FsError::NotEmpty);
         }
+        let lock = self.inode_lock(ino as Ino);
+        let _l = lock.lock().await;
         self.dir_remove(parent, name).await?;
         self.modify_inode(parent, |i| i.nlink -= 1).await?;
         self.evict_inode(ino as Ino).await
@@ -2271,6 +2332,11 @@ impl FileSystem for Fs {
                 (false, false) => {}
             }
         }
+        let victim_lock = target.map(|(tino, _)| self.inode_lock(tino as Ino));
+        let _victim = match &victim_lock {
+            Some(l) => Some(l.lock().await),
+            None => None,
+        };
         if let Some((tino, tkind)) = target {
             self.dir_remove(newparent, newname).await?;
             if tkind == FileKind::Dir {

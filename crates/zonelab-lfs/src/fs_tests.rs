@@ -597,21 +597,48 @@ fn probe_fill_znsplus_scale() {
         .collect();
     let p = Profile::load("znsplus-mlc", &sets).unwrap();
     let sim = Sim::new();
-    let ns = Namespace::new(p, PayloadMode::Fingerprint).unwrap().shared();
-    let stack = HostStack::new(sim.clone(), ns, IoEngine::IoUring, IoScheduler::MqDeadline).unwrap();
+    let ns = Namespace::new(p, PayloadMode::Fingerprint)
+        .unwrap()
+        .shared();
+    let stack =
+        HostStack::new(sim.clone(), ns, IoEngine::IoUring, IoScheduler::MqDeadline).unwrap();
     let s = sim.clone();
     let t0 = std::time::Instant::now();
     run(&sim, async move {
-        let o = FsOptions { cache_bytes: 2 << 30, ..Default::default() };
-        let fs = Fs::mkfs(s.clone(), stack, FormatOptions::default(), o, Box::new(F2fs)).await.unwrap();
+        let o = FsOptions {
+            cache_bytes: 2 << 30,
+            ..Default::default()
+        };
+        let fs = Fs::mkfs(
+            s.clone(),
+            stack,
+            FormatOptions::default(),
+            o,
+            Box::new(F2fs),
+        )
+        .await
+        .unwrap();
         let cap = fs.statfs().blocks;
         let files = cap * 9 / 10 / 32;
         for f in 0..files {
-            let a = fs.create(ROOT_INO, &format!("f{f}"), 0o644, 0, 0).await.unwrap();
-            fs.write(a.ino, 0, OwnedData::Fingerprints((0..32).map(|b| f << 8 | b).collect())).await.unwrap();
+            let a = fs
+                .create(ROOT_INO, &format!("f{f}"), 0o644, 0, 0)
+                .await
+                .unwrap();
+            fs.write(
+                a.ino,
+                0,
+                OwnedData::Fingerprints((0..32).map(|b| f << 8 | b).collect()),
+            )
+            .await
+            .unwrap();
         }
         fs.sync().await.unwrap();
-        eprintln!("{files} files, simulated {:?}, stats {:?}", s.now(), fs.stats().traffic);
+        eprintln!(
+            "{files} files, simulated {:?}, stats {:?}",
+            s.now(),
+            fs.stats().traffic
+        );
     });
     eprintln!("wall {:?}", t0.elapsed());
 }

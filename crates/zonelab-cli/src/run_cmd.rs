@@ -1,0 +1,456 @@
+//! `zonelab run EXPERIMENT.toml`: one file-system experiment (device profile, policy, workload,
+//! seed, length) with its result JSON in DESIGN.md's schema.
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::rc::Rc;
+use zonelab_device::{HostStack, IoEngine, IoScheduler, Namespace, PayloadMode, Profile};
+use zonelab_flash::units::{parse_duration, parse_size};
+use zonelab_lfs::FileSystem;
+use zonelab_lfs::fs::{Fs, FsOptions, HostModel};
+use zonelab_lfs::layout::{DeviceShape, FormatOptions, plan};
+use zonelab_lfs::policy;
+use zonelab_sim::{Nanos, Sim};
+use zonelab_workload::fs::{FsWorkload, Preset, RunConfig, RunLength};
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Experiment file (TOML; see experiments/ and DESIGN.md "Experiment and result schema").
+    experiment: PathBuf,
+    /// Override a key of the experiment, e.g. --set fs.policy=f2fs --set device.set.zones=64
+    /// --set workload.params.nfiles=1000 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Where to write the result JSON (default: result.json).
+    #[arg(long, short = 'o', default_value = "result.json")]
+    output: PathBuf,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Experiment {
+    #[serde(default = "one")]
+    seed: u64,
+    device: DeviceCfg,
+    #[serde(default)]
+    host: HostCfg,
+    #[serde(default)]
+    fs: FsCfg,
+    workload: WorkloadCfg,
+    #[serde(default)]
+    run: RunCfg,
+}
+
+fn one() -> u64 {
+    1
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct DeviceCfg {
+    profile: String,
+    #[serde(default = "fingerprint")]
+    payload: String,
+    #[serde(default)]
+    set: BTreeMap<String, toml::Value>,
+}
+
+fn fingerprint() -> String {
+    "fingerprint".into()
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct HostCfg {
+    #[serde(default = "four")]
+    cores: u32,
+    /// Page-cache memory.
+    #[serde(default = "two_gib")]
+    dram: String,
+}
+
+fn four() -> u32 {
+    4
+}
+fn two_gib() -> String {
+    "2GiB".into()
+}
+
+impl Default for HostCfg {
+    fn default() -> Self {
+        HostCfg {
+            cores: 4,
+            dram: two_gib(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct FsCfg {
+    #[serde(default = "f2fs")]
+    policy: String,
+    /// Fileset size as a share of the file system (passed to the workload).
+    utilization: Option<f64>,
+    #[serde(default = "one_u32")]
+    segs_per_zone: u32,
+    /// Policy options (none for f2fs yet).
+    #[serde(default)]
+    options: BTreeMap<String, toml::Value>,
+}
+
+fn f2fs() -> String {
+    "f2fs".into()
+}
+fn one_u32() -> u32 {
+    1
+}
+
+impl Default for FsCfg {
+    fn default() -> Self {
+        FsCfg {
+            policy: f2fs(),
+            utilization: None,
+            segs_per_zone: 1,
+            options: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadCfg {
+    kind: String,
+    /// Parameter preset: filebench (default), seed000 (ZNS+ Table 3), seed002 (Z-LFS §6.2).
+    preset: Option<String>,
+    threads: Option<u32>,
+    #[serde(default)]
+    params: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct RunCfg {
+    /// Simulated time excluded from the figures.
+    warmup: Option<String>,
+    /// Simulated length of the measured phase ...
+    duration: Option<String>,
+    /// ... or its number of operations.
+    ops: Option<u64>,
+}
+
+fn value_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Applies `a.b.c=value` to the experiment's TOML tree (the value parsed as TOML when it can
+/// be, else taken as a string).
+fn apply_override(root: &mut toml::Value, kv: &str) -> Result<()> {
+    let (key, raw) = kv
+        .split_once('=')
+        .ok_or_else(|| anyhow!("--set {kv}: expected KEY=VALUE, e.g. fs.policy=f2fs"))?;
+    let value: toml::Value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+    let parts: Vec<&str> = key.split('.').collect();
+    let mut cur = root;
+    for (i, p) in parts.iter().enumerate() {
+        let table = cur
+            .as_table_mut()
+            .ok_or_else(|| anyhow!("--set {key}: {} is not a table", parts[..i].join(".")))?;
+        if i + 1 == parts.len() {
+            table.insert(p.to_string(), value);
+            return Ok(());
+        }
+        cur = table
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    }
+    bail!("--set {kv}: empty key")
+}
+
+/// The profile with the experiment's overrides; when it has no conventional zones, enough are
+/// added (beside its sequential zones, which keep the file system's size) for the metadata,
+/// standing for the companion conventional device F2FS on ZNS needs.
+fn device_profile(d: &DeviceCfg, fmt: FormatOptions, fp: bool) -> Result<(Profile, u32)> {
+    let sets: Vec<(String, String)> = d
+        .set
+        .iter()
+        .map(|(k, v)| (k.clone(), value_text(v)))
+        .collect();
+    let p = Profile::load(&d.profile, &sets)?;
+    if p.zns.conventional_zones > 0 {
+        return Ok((p, 0));
+    }
+    for k in 1..=64u32 {
+        let mut s = sets.clone();
+        s.push(("zones".into(), (p.zns.zones + k).to_string()));
+        s.push(("conventional_zones".into(), k.to_string()));
+        let Ok(q) = Profile::load(&d.profile, &s) else {
+            continue;
+        };
+        let shape = DeviceShape {
+            lba_size: q.lba_size(),
+            total_lbas: q.zns.zones as u64 * q.zone_size_lbas(),
+            zone_size: q.zone_size_lbas(),
+            zone_capacity: q.zone_capacity_lbas(),
+            zones: q.zns.zones,
+            conventional_zones: k,
+        };
+        if plan(shape, fmt, fp).is_ok() {
+            return Ok((q, k));
+        }
+    }
+    bail!(
+        "profile {} cannot hold the file system's metadata on up to 64 added conventional zones (are there enough flash blocks? try --set device.set.blocks_per_plane=...)",
+        d.profile
+    )
+}
+
+fn mean(v: impl Iterator<Item = u64>) -> u64 {
+    let (s, n) = v.fold((0u128, 0u64), |(s, n), x| (s + x as u128, n + 1));
+    if n == 0 { 0 } else { (s / n as u128) as u64 }
+}
+
+pub fn run(a: RunArgs) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(&a.experiment)
+        .with_context(|| format!("cannot read experiment {}", a.experiment.display()))?;
+    let mut tree: toml::Value = toml::from_str(&text)
+        .with_context(|| format!("{} is not valid TOML", a.experiment.display()))?;
+    for kv in &a.set {
+        apply_override(&mut tree, kv)?;
+    }
+    let exp: Experiment = tree
+        .try_into()
+        .with_context(|| format!("{}: not an experiment", a.experiment.display()))?;
+    let payload: PayloadMode = exp.device.payload.parse().map_err(|e: String| anyhow!(e))?;
+    let fmt = FormatOptions {
+        segs_per_zone: exp.fs.segs_per_zone,
+        ..Default::default()
+    };
+    let (profile, added) = device_profile(&exp.device, fmt, payload == PayloadMode::Fingerprint)?;
+    let policy_box = policy::by_name(&exp.fs.policy).map_err(|e| anyhow!(e))?;
+    let preset = match exp.workload.preset.as_deref() {
+        None | Some("filebench") => Preset::Filebench,
+        Some("seed000") => Preset::Seed000,
+        Some("seed002") => Preset::Seed002,
+        Some(p) => bail!("workload.preset '{p}': use filebench, seed000 or seed002"),
+    };
+    let mut w = FsWorkload::preset(&exp.workload.kind, preset).map_err(|e| anyhow!(e))?;
+    if let Some(t) = exp.workload.threads {
+        w.set("threads", &t.to_string()).map_err(|e| anyhow!(e))?;
+    }
+    if let Some(u) = exp.fs.utilization {
+        w.set("utilization", &u.to_string())
+            .map_err(|e| anyhow!(e))?;
+    }
+    for (k, v) in &exp.workload.params {
+        w.set(k, &value_text(v))
+            .map_err(|e| anyhow!("workload.params.{k}: {e}"))?;
+    }
+    let warmup = match &exp.run.warmup {
+        Some(s) => parse_duration(s).map_err(|e| anyhow!("run.warmup: {e}"))?,
+        None => Nanos::ZERO,
+    };
+    let length = match (&exp.run.duration, exp.run.ops) {
+        (Some(_), Some(_)) => bail!("run: give duration or ops, not both"),
+        (Some(d), None) => Some(RunLength::Time(
+            parse_duration(d).map_err(|e| anyhow!("run.duration: {e}"))?,
+        )),
+        (None, Some(n)) => Some(RunLength::Ops(n)),
+        (None, None) => None,
+    };
+    let cache_bytes = parse_size(&exp.host.dram).map_err(|e| anyhow!("host.dram: {e}"))?;
+    let opts = FsOptions {
+        host: HostModel {
+            cores: exp.host.cores.max(1),
+            ..Default::default()
+        },
+        cache_bytes,
+        ..Default::default()
+    };
+    let cfg = RunConfig {
+        seed: exp.seed,
+        payload,
+        run: length,
+        warmup,
+        stop_on_mismatch: true,
+    };
+
+    let sim = Sim::new();
+    let page = profile.geometry.page_size.0;
+    let ns = Namespace::new(profile.clone(), payload)?.shared();
+    let stack = HostStack::new(
+        sim.clone(),
+        ns.clone(),
+        IoEngine::IoUring,
+        IoScheduler::MqDeadline,
+    )
+    .map_err(|e| anyhow!(e))?;
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = ProgressBar::new_spinner();
+        b.set_style(
+            ProgressStyle::with_template("{spinner} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        b
+    });
+    let timeline = Rc::new(RefCell::new((Vec::<u64>::new(), Vec::<f64>::new())));
+    let done = Rc::new(Cell::new(false));
+    let (s, st, tl, dn, b2) = (
+        sim.clone(),
+        stack.clone(),
+        timeline.clone(),
+        done.clone(),
+        bar.clone(),
+    );
+    let wall = std::time::Instant::now();
+    let outcome = sim
+        .block_on(async move {
+            let fs = Rc::new(Fs::mkfs(s.clone(), st.clone(), fmt, opts, policy_box).await?);
+            // 100 ms samples of free zones and file-system write bandwidth.
+            {
+                let (fs, s2, dn) = (fs.clone(), s.clone(), dn.clone());
+                s.spawn(async move {
+                    let mut last = 0u64;
+                    while !dn.get() {
+                        s2.sleep(Nanos::from_ms(100)).await;
+                        let stats = fs.stats();
+                        let t = &stats.traffic;
+                        let written =
+                            t.user_write + t.node + t.meta + t.checkpoint + t.gc_host_write;
+                        let mut tl = tl.borrow_mut();
+                        tl.0.push(fs.free_zones() as u64);
+                        tl.1.push((written - last) as f64 / 1e6 / 0.1);
+                        last = written;
+                        if let Some(b) = &b2 {
+                            b.set_message(format!(
+                                "simulated {:.1} s, {} zones cleaned",
+                                s2.now().as_secs_f64(),
+                                stats.zones_cleaned
+                            ));
+                            b.tick();
+                        }
+                    }
+                });
+            }
+            let report = zonelab_workload::fs::run(s.clone(), fs.clone(), w, cfg).await;
+            dn.set(true);
+            let report = report.map_err(|e| zonelab_lfs::FsError::Io(e.to_string()))?;
+            fs.sync().await?;
+            let problems = fs.check().await?;
+            Ok::<_, zonelab_lfs::FsError>((report, fs.stats(), problems, fs.statfs()))
+        })
+        .context("the simulation stalled")?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let (report, stats, problems, statfs) = outcome.map_err(|e| anyhow!("{e}"))?;
+    let wall_s = wall.elapsed().as_secs_f64();
+
+    let dev = ns.borrow();
+    let dc = dev.counters();
+    let fc = dev.flash_counters();
+    let t = stats.traffic;
+    let fs_writes = t.user_write + t.node + t.meta + t.checkpoint + t.gc_host_write;
+    let user = report.bytes_written.max(1);
+    let host_waf = fs_writes as f64 / user as f64;
+    let flash_waf = (fc.programs * page) as f64 / (dc.written_lbas * 4096).max(1) as f64;
+    let c = &stats.compaction;
+    let (init, read, write, cp) = (
+        mean(c.iter().map(|x| x.init.0)),
+        mean(c.iter().map(|x| x.read.0)),
+        mean(c.iter().map(|x| x.write.0)),
+        mean(c.iter().map(|x| x.checkpoint.0)),
+    );
+    let tl = timeline.borrow();
+    let result = json!({
+        "config": {
+            "experiment": exp,
+            "profile": profile,
+            "metadata_zones_added": added,
+        },
+        "sim": { "simulated_ns": sim.now().0, "events": sim.stats().polls },
+        "throughput": report.throughput,
+        "workload": {
+            "name": report.workload, "params": report.params, "threads": report.threads,
+            "measured_ns": report.simulated_ns, "fileset": report.fileset, "setup": report.setup,
+            "bytes_read": report.bytes_read, "bytes_written": report.bytes_written,
+            "counters": report.counters,
+        },
+        "traffic_bytes": {
+            "user_write": t.user_write, "user_read": t.user_read, "node": t.node, "meta": t.meta,
+            "checkpoint": t.checkpoint, "gc_host_read": t.gc_host_read,
+            "gc_host_write": t.gc_host_write, "device_copy": 0, "plugging": 0,
+        },
+        "waf": { "host": host_waf, "flash": flash_waf, "total": host_waf * flash_waf },
+        "gc": {
+            "segments_cleaned": stats.zones_cleaned * exp.fs.segs_per_zone as u64,
+            "zones_cleaned": stats.zones_cleaned,
+            "foreground": stats.foreground_cleanings,
+            "background": stats.background_cleanings,
+            "blocks_moved": stats.blocks_moved,
+            "by_method": { "host_copy": stats.zones_cleaned, "izc": 0, "zone_md": 0, "threaded_logging": 0 },
+            "compaction_ns": { "init": init, "read": read, "write": write, "checkpoint": cp,
+                               "mean_total": init + read + write + cp },
+        },
+        "device": {
+            "flash_reads": fc.reads, "flash_programs": fc.programs, "erases": fc.erases,
+            "copybacks": fc.copybacks, "readprogram_copies": 0,
+            "plugged_blocks_background": 0, "plugged_blocks_on_demand": 0,
+            "zone_resets": dc.zone_resets, "zone_finishes": dc.zone_finishes,
+            "padded_pages": dc.padded_pages,
+        },
+        "fs": { "checkpoints": stats.checkpoints, "statfs": statfs },
+        "timeline": { "bucket_ms": 100, "free_segments": tl.0.iter().map(|z| z * exp.fs.segs_per_zone as u64).collect::<Vec<_>>(), "mb_per_sec": tl.1 },
+        "verify": report.verify,
+        "fsck": { "clean": problems.is_empty(), "problems": problems },
+    });
+    let text = serde_json::to_string_pretty(&result)?;
+    std::fs::write(&a.output, text + "\n")
+        .with_context(|| format!("cannot write {}", a.output.display()))?;
+    println!(
+        "{} on {} ({}), {} threads: {:.0} ops/s, {:.1} MB/s over {:.2} simulated s",
+        report.workload,
+        exp.device.profile,
+        exp.fs.policy,
+        report.threads,
+        report.throughput.ops_per_sec,
+        report.throughput.mb_per_sec,
+        report.simulated_secs
+    );
+    println!(
+        "write amplification: host {host_waf:.2}, flash {flash_waf:.2}; zones cleaned {}; reads checked {}, mismatches {}; fsck {}",
+        stats.zones_cleaned,
+        report.verify.reads_checked,
+        report.verify.mismatches,
+        if problems.is_empty() {
+            "clean"
+        } else {
+            "PROBLEMS"
+        }
+    );
+    println!(
+        "{:.1} s wall for {:.1} simulated s; result: {}",
+        wall_s,
+        sim.now().as_secs_f64(),
+        a.output.display()
+    );
+    Ok(if problems.is_empty() && report.verify.mismatches == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(4)
+    })
+}
