@@ -787,19 +787,25 @@ impl Fs {
                 node.footer.nid
             )));
         }
-        let mut st = self.inner.st.borrow_mut();
-        let now = st.nat.entries[nid as usize];
-        if now.ino == 0 {
-            // Freed while it was read.
-            return Err(FsError::NotFound);
-        }
-        if !st.cache.touch_node(nid) {
-            if now.addr != addr {
-                // Rewritten elsewhere while it was read (and since evicted): read again.
-                drop(st);
-                return Box::pin(self.ensure_node(nid)).await;
+        let moved = {
+            let mut st = self.inner.st.borrow_mut();
+            let now = st.nat.entries[nid as usize];
+            if now.ino == 0 {
+                // Freed while it was read.
+                return Err(FsError::NotFound);
             }
-            st.cache.put_node(nid, node, false);
+            if st.cache.touch_node(nid) {
+                false
+            } else if now.addr != addr {
+                true
+            } else {
+                st.cache.put_node(nid, node, false);
+                false
+            }
+        };
+        if moved {
+            // Rewritten elsewhere while it was read (and since evicted): read again.
+            return Box::pin(self.ensure_node(nid)).await;
         }
         Ok(())
     }
