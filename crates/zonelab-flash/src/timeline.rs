@@ -37,6 +37,7 @@ impl Timeline {
     ///
     /// Most reservations take one of the short paths (after or during the last reservation);
     /// gap filling is out of line in [`Timeline::reserve_in_gap`].
+    #[inline]
     pub fn reserve(&mut self, now: Nanos, earliest: Nanos, duration: Nanos) -> Nanos {
         debug_assert!(
             earliest >= now,
@@ -53,8 +54,7 @@ impl Timeline {
                 if earliest == last.1 {
                     last.1 = earliest + duration;
                 } else {
-                    self.busy.push((earliest, earliest + duration));
-                    self.cap_intervals();
+                    self.push_interval(earliest, duration);
                 }
                 earliest
             }
@@ -85,9 +85,22 @@ impl Timeline {
             self.busy.clear();
             self.head = 0;
         } else if self.head >= MAX_INTERVALS {
-            self.busy.drain(..self.head);
-            self.head = 0;
+            self.compact();
         }
+    }
+
+    /// Drops the forgotten intervals from the front of the list.
+    #[inline(never)]
+    fn compact(&mut self) {
+        self.busy.drain(..self.head);
+        self.head = 0;
+    }
+
+    /// Appends a reservation that starts after the last one ends.
+    #[inline(never)]
+    fn push_interval(&mut self, start: Nanos, duration: Nanos) {
+        self.busy.push((start, start + duration));
+        self.cap_intervals();
     }
 
     /// First fit for a request that starts before the end of the last reservation.
@@ -120,7 +133,15 @@ impl Timeline {
             (true, false) => self.busy[idx - 1].1 = end,
             (false, true) => self.busy[idx].0 = start,
             (false, false) => {
-                self.busy.insert(idx, (start, end));
+                // Insert at `idx`, which is near the end: move the few later intervals up one
+                // by one (cheaper than `Vec::insert`'s call to memmove for these short lists).
+                self.busy.push((start, end));
+                let mut i = self.busy.len() - 1;
+                while i > idx {
+                    self.busy[i] = self.busy[i - 1];
+                    i -= 1;
+                }
+                self.busy[idx] = (start, end);
                 self.cap_intervals();
             }
         }

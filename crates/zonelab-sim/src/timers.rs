@@ -68,15 +68,14 @@ impl TimerQueue {
         let Some(&top) = self.heap.first() else {
             return Some((Nanos(last.at), last.task));
         };
-        // Sink the hole at the root to a leaf, always moving the smaller child up.
+        // Sink the hole at the root to a leaf, always moving the smaller child up. The child is
+        // picked arithmetically: which one is smaller is a coin toss a branch would mispredict.
         let heap = &mut self.heap[..];
         let len = heap.len();
         let mut hole = 0;
         let mut child = 1;
         while child + 1 < len {
-            if heap[child + 1].key() < heap[child].key() {
-                child += 1;
-            }
+            child += (heap[child + 1].key() < heap[child].key()) as usize;
             heap[hole] = heap[child];
             hole = child;
             child = 2 * hole + 1;
