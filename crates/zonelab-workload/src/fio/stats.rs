@@ -170,7 +170,8 @@ impl SampleStat {
         }
         self.max = self.max.max(v);
         self.n += 1;
-        self.sum = self.sum.saturating_add(v as u128);
+        // At most 2^64 samples below 2^64 each: the sum cannot overflow (so no saturation).
+        self.sum += v as u128;
         self.sum_sq = self.sum_sq.saturating_add((v as u128) * (v as u128));
     }
     /// Records `v` `k` times.
