@@ -200,6 +200,7 @@ impl FlashArray {
     }
 
     /// [`FlashArray::read`] of a page on `die`: its timing depends on the die only.
+    #[inline]
     pub fn read_on_die(&mut self, now: Nanos, at: Nanos, die: DieId, bytes: u64) -> Nanos {
         self.counters.reads += 1;
         let ch = self.channel_of(die);

@@ -37,7 +37,7 @@ impl Timeline {
     ///
     /// Most reservations take one of the short paths (after or during the last reservation);
     /// gap filling is out of line in [`Timeline::reserve_in_gap`].
-    #[inline]
+    #[inline(always)]
     pub fn reserve(&mut self, now: Nanos, earliest: Nanos, duration: Nanos) -> Nanos {
         debug_assert!(
             earliest >= now,
@@ -133,15 +133,7 @@ impl Timeline {
             (true, false) => self.busy[idx - 1].1 = end,
             (false, true) => self.busy[idx].0 = start,
             (false, false) => {
-                // Insert at `idx`, which is near the end: move the few later intervals up one
-                // by one (cheaper than `Vec::insert`'s call to memmove for these short lists).
-                self.busy.push((start, end));
-                let mut i = self.busy.len() - 1;
-                while i > idx {
-                    self.busy[i] = self.busy[i - 1];
-                    i -= 1;
-                }
-                self.busy[idx] = (start, end);
+                self.busy.insert(idx, (start, end));
                 self.cap_intervals();
             }
         }

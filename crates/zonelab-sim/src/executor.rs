@@ -309,6 +309,7 @@ impl Sim {
 
     /// Polls the task `key` names (nothing if it has completed since); true when this poll
     /// completed it.
+    #[inline(always)]
     fn poll_task(&self, key: TaskKey) -> bool {
         let slot = key.slot();
         let fut = {

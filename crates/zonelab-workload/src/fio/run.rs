@@ -321,7 +321,7 @@ impl CloneState {
 
     /// A planned I/O, counted as issued: in flight on its zone from now on (so no reset is
     /// planned for the zone meanwhile), and against the job's limits.
-    #[inline]
+    #[inline(always)]
     fn issue(
         &mut self,
         now: Nanos,
@@ -528,6 +528,7 @@ impl CloneState {
         Planned::Done
     }
 
+    #[inline(always)]
     fn read_io(
         &mut self,
         now: Nanos,

@@ -351,6 +351,7 @@ impl DirStats {
         Self::default()
     }
     /// One completed I/O of `bytes` bytes.
+    #[inline]
     pub fn record(&mut self, bytes: u64, slat_ns: u64, clat_ns: u64) {
         self.ios += 1;
         self.bytes = self.bytes.saturating_add(bytes);
