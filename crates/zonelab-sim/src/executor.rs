@@ -166,6 +166,7 @@ impl Sim {
         YieldNow { yielded: false }
     }
 
+    #[inline(always)]
     fn add_timer(&self, at: Nanos, waker: &Waker) {
         let seq = self.inner.seq.get();
         self.inner.seq.set(seq + 1);
@@ -301,7 +302,7 @@ impl Sim {
             }
             self.inner.schedule(TaskKey(task));
             while timers.peek_deadline().is_some_and(|t| t <= now) {
-                let (_, task) = timers.pop().expect("peeked");
+                let (_, task) = timers.pop_cold().expect("peeked");
                 self.inner.schedule(TaskKey(task));
             }
         }
@@ -382,6 +383,7 @@ pub struct Sleep<'a> {
 
 impl Future for Sleep<'_> {
     type Output = ();
+    #[inline(always)]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.sim.now() >= self.at {
             return Poll::Ready(());

@@ -46,6 +46,7 @@ impl TimerQueue {
     }
 
     /// Adds a timer for `task` at `at`; `seq` must be unique and increase with registration.
+    #[inline(always)]
     pub(crate) fn push(&mut self, at: Nanos, seq: u64, task: u64) {
         let entry = Entry {
             at: at.0,
@@ -63,6 +64,7 @@ impl TimerQueue {
     }
 
     /// Removes the earliest timer; returns its deadline and task.
+    #[inline(always)]
     pub(crate) fn pop(&mut self) -> Option<(Nanos, u64)> {
         let last = self.heap.pop()?;
         let Some(&top) = self.heap.first() else {
@@ -88,7 +90,14 @@ impl TimerQueue {
         Some((Nanos(top.at), top.task))
     }
 
+    /// [`TimerQueue::pop`] out of line, for the rarer call sites.
+    #[inline(never)]
+    pub(crate) fn pop_cold(&mut self) -> Option<(Nanos, u64)> {
+        self.pop()
+    }
+
     /// Places `entry` at `pos` or above it, moving larger parents down.
+    #[inline(always)]
     fn sift_up(heap: &mut [Entry], mut pos: usize, entry: Entry) {
         while pos > 0 {
             let parent = (pos - 1) / 2;
