@@ -351,7 +351,7 @@ impl<D: StackDevice + 'static> HostStack<D> {
     ///
     /// `submit` is this plus the wait; callers that issue many commands use it to keep their
     /// own futures small.
-    #[inline]
+    #[inline(always)]
     pub fn dispatch(&self, cmd: IoCmd) -> Result<IoDone, IoCmd> {
         match &cmd {
             IoCmd::ZoneMgmt { .. } => return Err(cmd),

@@ -283,6 +283,7 @@ impl CloneState {
     }
 
     /// Plans the next I/O and counts it as issued (see [`CloneState::issue`]).
+    #[inline(always)]
     fn plan(&mut self, now: Nanos, view: &mut ZoneView) -> Planned {
         if self.exhausted(now) {
             return Planned::Done;
