@@ -417,6 +417,7 @@ impl CloneState {
         Planned::Done
     }
 
+    #[inline(always)]
     fn plan_zbd_write(&mut self, now: Nanos, view: &mut ZoneView, nlb: u64) -> Planned {
         let (first, end) = self.zone_range;
         if first == end {
@@ -484,6 +485,7 @@ impl CloneState {
         self.issue(now, view, true, cmd, n * self.lba_size, Some(zone))
     }
 
+    #[inline(always)]
     fn plan_zbd_read(&mut self, now: Nanos, view: &mut ZoneView, nlb: u64) -> Planned {
         let (first, end) = self.zone_range;
         if first == end {
