@@ -285,10 +285,17 @@ impl ZonedDevice {
 
     /// Gives a zone its flash block group when it first becomes active, erasing blocks that
     /// still hold old data. Returns when the zone's first program may start.
+    #[inline]
     fn ensure_mapped(&mut self, now: Nanos, at: Nanos, zone: ZoneId) -> Nanos {
         if self.map.fbg_of(zone.0).is_some() {
             return at;
         }
+        self.map_zone(now, at, zone)
+    }
+
+    /// [`ZonedDevice::ensure_mapped`] for a zone without a flash block group.
+    #[inline(never)]
+    fn map_zone(&mut self, now: Nanos, at: Nanos, zone: ZoneId) -> Nanos {
         self.map.allocate(zone.0);
         let mut ready = at;
         for b in self.map.blocks_of(zone.0) {

@@ -130,6 +130,7 @@ impl ZoneView {
     fn is_full(&self, z: u32) -> bool {
         self.wp[z as usize] >= self.capacity
     }
+    #[inline]
     fn mark_open(&mut self, z: u32) {
         if !self.open.contains(&z) {
             self.open.push(z);
@@ -214,10 +215,16 @@ impl CloneState {
         self.rng.next_u64() ^ self.fp_counter
     }
 
+    #[inline(always)]
     fn next_fingerprints(&mut self, n: u64) -> OwnedData {
         if n == 1 {
             return OwnedData::Fingerprint(self.next_fingerprint());
         }
+        self.next_fingerprint_vec(n)
+    }
+
+    #[inline(never)]
+    fn next_fingerprint_vec(&mut self, n: u64) -> OwnedData {
         // The generator and counter in locals, so the loop keeps them in registers.
         let mut rng = self.rng.clone();
         let mut counter = self.fp_counter;
@@ -430,7 +437,7 @@ impl CloneState {
             first + (self.zone_cursor_write % nzones) as u32
         };
         let mut zone = candidate;
-        if !view.open.contains(&zone) && view.open.len() >= view.max_open {
+        if view.open.len() >= view.max_open && !view.open.contains(&zone) {
             // No room for another open zone: write to an open one of this job's region.
             let open_in_region: Vec<u32> = view
                 .open
