@@ -74,18 +74,21 @@ impl Timeline {
     }
 
     /// Drops the intervals that ended by `now`.
-    #[inline]
+    #[inline(always)]
     fn forget_before(&mut self, now: Nanos) {
-        while let Some(&(_, end)) = self.busy.get(self.head)
-            && end <= now
-        {
-            self.head += 1;
+        let len = self.busy.len();
+        let mut head = self.head;
+        while head < len && self.busy[head].1 <= now {
+            head += 1;
         }
-        if self.head == self.busy.len() {
+        if head == len {
             self.busy.clear();
             self.head = 0;
-        } else if self.head >= MAX_INTERVALS {
-            self.compact();
+        } else {
+            self.head = head;
+            if head >= MAX_INTERVALS {
+                self.compact();
+            }
         }
     }
 
@@ -97,7 +100,7 @@ impl Timeline {
     }
 
     /// Appends a reservation that starts after the last one ends.
-    #[inline(never)]
+    #[inline]
     fn push_interval(&mut self, start: Nanos, duration: Nanos) {
         self.busy.push((start, start + duration));
         self.cap_intervals();
