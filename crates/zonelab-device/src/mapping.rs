@@ -97,7 +97,7 @@ impl ZoneMapper {
 
     /// FCG of a zone (its low-order bits, seed 000 §2.2).
     pub fn fcg_of(&self, zone: u32) -> u32 {
-        self.div.fcgs.rem(zone as u64) as u32
+        self.div.fcgs.remainder(zone as u64) as u32
     }
 
     /// Parallel units (die, plane pairs) a zone stripes over.
@@ -137,15 +137,18 @@ impl ZoneMapper {
     }
 
     fn die_of_unit(&self, zone: u32, unit: u32) -> DieId {
-        DieId(self.fcg_of(zone) * self.zone_dies + self.div.zone_dies.rem(unit as u64) as u32)
+        DieId(self.fcg_of(zone) * self.zone_dies + self.div.zone_dies.remainder(unit as u64) as u32)
     }
 
     /// The die holding chunk `chunk` of `zone`: the die of [`ZoneMapper::page_of`], without
     /// working out the block and page (a read needs only the die's and channel's time).
     #[inline]
     pub fn die_of(&self, zone: u32, chunk: u64) -> DieId {
-        assert!(self.zone_fbg[zone as usize].is_some(), "chunk of an unmapped zone");
-        let unit = self.div.width.rem(chunk) as u32;
+        assert!(
+            self.zone_fbg[zone as usize].is_some(),
+            "chunk of an unmapped zone"
+        );
+        let unit = self.div.width.remainder(chunk) as u32;
         self.die_of_unit(zone, unit)
     }
 
@@ -160,7 +163,7 @@ impl ZoneMapper {
         PageAddr {
             block: BlockAddr {
                 die: self.die_of_unit(zone, unit),
-                plane: self.div.zone_dies.div(unit as u64) as u32,
+                plane: self.div.zone_dies.quotient(unit as u64) as u32,
                 block: fbg * self.blocks_per_zone + k,
             },
             page,

@@ -311,7 +311,7 @@ impl ZonedDevice {
     fn program_full_chunks(&mut self, now: Nanos, ready: Nanos, zone: ZoneId) -> Nanos {
         let z = self.zones.zone(zone);
         let written = z.wp.0 - z.start.0;
-        let full_chunks = self.lbas_per_chunk.div(written);
+        let full_chunks = self.lbas_per_chunk.quotient(written);
         let mut last = ready;
         let lpc = self.lbas_per_chunk.get();
         while self.progress[zone.0 as usize].programmed_chunks < full_chunks {
@@ -426,8 +426,8 @@ impl ZonedDevice {
             .conventional
             .as_mut()
             .expect("conventional zones have an FTL");
-        let first = div.div(off);
-        let last = div.div(off + nlb - 1);
+        let first = div.quotient(off);
+        let last = div.quotient(off + nlb - 1);
         let mut release = ready;
         for chunk in first..=last {
             let lo = (chunk * lpc).max(off);
@@ -466,7 +466,7 @@ impl ZonedDevice {
         let mut lba = slba.0;
         let end = slba.0 + nlb;
         while lba < end {
-            let zone = ZoneId(zdiv.div(lba) as u32);
+            let zone = ZoneId(zdiv.quotient(lba) as u32);
             let z = self.zones.zone(zone);
             let (zstart, wp, ztype) = (z.start.0, z.wp.0, z.ztype);
             let seg_end = end.min(zstart + zdiv.get());
@@ -502,8 +502,8 @@ impl ZonedDevice {
         let div = self.lbas_per_chunk;
         let lpc = div.get();
         let mut ready = at;
-        let first = div.div(off);
-        let last = div.div(off + n - 1);
+        let first = div.quotient(off);
+        let last = div.quotient(off + n - 1);
         for chunk in first..=last {
             let lo = (chunk * lpc).max(off);
             let hi = ((chunk + 1) * lpc).min(off + n);

@@ -635,7 +635,7 @@ impl ZoneSet {
         &self.geom
     }
 
-    /// The zone size as a divisor: `zone_div().div(lba)` is the index of the zone holding `lba`.
+    /// The zone size as a divisor: `zone_div().quotient(lba)` is the index of the zone holding `lba`.
     pub fn zone_div(&self) -> Divisor {
         self.zone_div
     }
@@ -663,7 +663,7 @@ impl ZoneSet {
         if lba.0 >= self.total_lbas() {
             return Err(NvmeStatus::LbaOutOfRange);
         }
-        Ok(ZoneId(self.zone_div.div(lba.0) as u32))
+        Ok(ZoneId(self.zone_div.quotient(lba.0) as u32))
     }
 
     /// Maps the SLBA of a Zone Management Send/Receive to its zone as QEMU's
@@ -913,8 +913,8 @@ impl ZoneSet {
             return Err(NvmeStatus::InvalidFieldInCommand);
         }
         self.check_range(slba, nlb)?;
-        let first = self.zone_div.div(slba.0) as usize;
-        let last = self.zone_div.div(slba.0 + nlb - 1) as usize;
+        let first = self.zone_div.quotient(slba.0) as usize;
+        let last = self.zone_div.quotient(slba.0 + nlb - 1) as usize;
         if self.zones[first..=last]
             .iter()
             .any(|z| z.state == ZoneState::Offline)

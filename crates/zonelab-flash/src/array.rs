@@ -107,7 +107,7 @@ impl FlashArray {
     /// The channel of a die (as [`Geometry::channel_of`]).
     #[inline]
     fn channel_of(&self, die: DieId) -> usize {
-        self.channel_div.rem(die.0 as u64) as usize
+        self.channel_div.remainder(die.0 as u64) as usize
     }
 
     pub fn geometry(&self) -> &Geometry {

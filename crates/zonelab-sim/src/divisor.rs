@@ -38,7 +38,7 @@ impl Divisor {
 
     /// `x / d`.
     #[inline]
-    pub fn div(self, x: u64) -> u64 {
+    pub fn quotient(self, x: u64) -> u64 {
         if self.pow2 {
             x >> self.shift
         } else {
@@ -48,7 +48,7 @@ impl Divisor {
 
     /// `x % d`.
     #[inline]
-    pub fn rem(self, x: u64) -> u64 {
+    pub fn remainder(self, x: u64) -> u64 {
         if self.pow2 { x & self.mask } else { x % self.d }
     }
 
@@ -91,8 +91,9 @@ mod tests {
         fn same_as_division(d in 1u64..5000, x in any::<u64>(), p in 0u32..64) {
             for d in [d, 1u64 << p] {
                 let v = Divisor::new(d);
-                prop_assert_eq!(v.div(x), x / d);
-                prop_assert_eq!(v.rem(x), x % d);
+                prop_assert_eq!(v.quotient(x), x / d);
+                prop_assert_eq!(v.remainder(x), x % d);
+                prop_assert_eq!(v.div_rem(x), (x / d, x % d));
                 prop_assert_eq!(v.get(), d);
             }
         }

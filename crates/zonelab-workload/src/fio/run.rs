@@ -519,7 +519,7 @@ impl CloneState {
                 zone = Some(with[self.rng.below(with.len() as u64) as usize]);
             }
             let z = zone.expect("chosen");
-            let slots = self.nlb_div[0].div(written(z));
+            let slots = self.nlb_div[0].quotient(written(z));
             let off = self.rng.below(slots) * nlb;
             return self.read_io(now, view, z as u64 * view.zone_size + off, nlb, z);
         }
