@@ -204,7 +204,9 @@ pub struct IoDone {
     pub submitted: Nanos,
     /// When the workload saw the completion.
     pub completed: Nanos,
-    pub data: Option<ReadData>,
+    /// The data of a read that asked for it (boxed: most commands carry none, and this type
+    /// is held across every command's wait).
+    pub data: Option<Box<ReadData>>,
 }
 
 impl IoDone {
@@ -332,16 +334,34 @@ impl<D: StackDevice + 'static> HostStack<D> {
 
     /// Issues a command and resolves when the workload sees its completion.
     pub async fn submit(self: &Rc<Self>, cmd: IoCmd) -> IoDone {
-        let issued = self.sim.now();
-        if self.zone_locking
-            && let IoCmd::Write { slba, data } = cmd
-        {
-            return self.write_through_scheduler(issued, slba, data).await;
+        match self.dispatch(cmd) {
+            Ok(done) => {
+                self.sim.sleep_until(done.completed).await;
+                done
+            }
+            // Boxed: the rarer path's future is large and would size every caller's future.
+            Err(cmd) => Box::pin(self.submit_waiting(cmd)).await,
         }
+    }
+
+    /// Issues `cmd` now when its completion time is known at once (reads, and writes, appends
+    /// and flushes that no zone lock holds back): the device handles it, and the result is what
+    /// [`HostStack::submit`] resolves to at `completed`; the caller waits until then. Zone
+    /// management and zone-locked writes come back unissued (`Err`), for `submit`.
+    ///
+    /// `submit` is this plus the wait; callers that issue many commands use it to keep their
+    /// own futures small.
+    #[inline(always)]
+    pub fn dispatch(&self, cmd: IoCmd) -> Result<IoDone, IoCmd> {
+        match &cmd {
+            IoCmd::ZoneMgmt { .. } => return Err(cmd),
+            IoCmd::Write { .. } if self.zone_locking => return Err(cmd),
+            _ => {}
+        }
+        let issued = self.sim.now();
         let at = issued + self.submit_cost + self.dispatch_cost;
-        let now = self.sim.now();
+        let now = issued;
         let mut data = None;
-        let is_management = matches!(cmd, IoCmd::ZoneMgmt { .. });
         let completion: Completion = {
             let mut dev = self.device.borrow_mut();
             match &cmd {
@@ -353,7 +373,7 @@ impl<D: StackDevice + 'static> HostStack<D> {
                     if *want_data {
                         let mut out = ReadData::default();
                         let c = dev.read(now, at, *slba, *nlb, Some(&mut out));
-                        data = Some(out);
+                        data = Some(Box::new(out));
                         c
                     } else {
                         dev.read(now, at, *slba, *nlb, None)
@@ -361,34 +381,61 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 }
                 IoCmd::Write { slba, data } => dev.write(now, at, *slba, data.as_ref(), false),
                 IoCmd::Append { zslba, data } => dev.write(now, at, *zslba, data.as_ref(), true),
-                IoCmd::ZoneMgmt {
-                    action,
-                    zslba,
-                    select_all,
-                } => dev.zone_mgmt(now, at, *action, *zslba, *select_all),
                 IoCmd::Flush => dev.flush(now, at),
+                IoCmd::ZoneMgmt { .. } => unreachable!("returned above"),
             }
         };
         self.count(|c| c.dispatched += 1);
+        Ok(IoDone {
+            status: completion.status,
+            issued,
+            submitted: at,
+            completed: completion.done + self.complete_cost,
+            data,
+        })
+    }
+
+    /// Zone management and zone-locked writes: their completion is not known when issued.
+    async fn submit_waiting(self: &Rc<Self>, cmd: IoCmd) -> IoDone {
+        let issued = self.sim.now();
+        let cmd = match cmd {
+            IoCmd::Write { slba, data } if self.zone_locking => {
+                return self.write_through_scheduler(issued, slba, data).await;
+            }
+            cmd => cmd,
+        };
+        let IoCmd::ZoneMgmt {
+            action,
+            zslba,
+            select_all,
+        } = cmd
+        else {
+            unreachable!("dispatch issues every other command")
+        };
+        let at = issued + self.submit_cost + self.dispatch_cost;
+        let now = issued;
+        let completion = self
+            .device
+            .borrow_mut()
+            .zone_mgmt(now, at, action, zslba, select_all);
+        self.count(|c| c.dispatched += 1);
         let mut device_done = completion.done;
         self.sim.sleep_until(device_done + self.complete_cost).await;
-        if is_management {
-            // A reset's completion moves later while I/O preempts it; wait until it holds.
-            loop {
-                let now_expected = self.device.borrow().management_completion(device_done);
-                if now_expected <= device_done {
-                    break;
-                }
-                device_done = now_expected;
-                self.sim.sleep_until(device_done + self.complete_cost).await;
+        // A reset's completion moves later while I/O preempts it; wait until it holds.
+        loop {
+            let now_expected = self.device.borrow().management_completion(device_done);
+            if now_expected <= device_done {
+                break;
             }
+            device_done = now_expected;
+            self.sim.sleep_until(device_done + self.complete_cost).await;
         }
         IoDone {
             status: completion.status,
             issued,
             submitted: at,
             completed: device_done + self.complete_cost,
-            data,
+            data: None,
         }
     }
 

@@ -30,10 +30,10 @@ impl ZonedDevice {
                 p.lba_size()
             ));
         }
-        if self.lbas_per_chunk != p.lbas_per_chunk() || self.lbas_per_chunk == 0 {
+        if self.lbas_per_chunk.get() != p.lbas_per_chunk() {
             return Err(format!(
                 "{} LBAs per flash page, the profile gives {}",
-                self.lbas_per_chunk,
+                self.lbas_per_chunk.get(),
                 p.lbas_per_chunk()
             ));
         }
@@ -101,7 +101,7 @@ impl ZonedDevice {
             (None, n) => return Err(format!("{n} conventional zones without an FTL")),
         }
 
-        let lpc = self.lbas_per_chunk;
+        let lpc = self.lbas_per_chunk.get();
         let mut sequential_blocks = 0u64;
         for (zone, prog) in self.zones.zones().iter().zip(&self.progress) {
             if zone.ztype == ZoneType::Conventional {

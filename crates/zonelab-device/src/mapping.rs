@@ -11,8 +11,10 @@
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use zonelab_flash::{BlockAddr, DieId, PageAddr};
+use zonelab_sim::Divisor;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(try_from = "MapperFields")]
 pub struct ZoneMapper {
     zone_dies: u32,
     planes: u32,
@@ -23,13 +25,47 @@ pub struct ZoneMapper {
     free: Vec<VecDeque<u32>>,
     /// The FBG of each zone that holds one.
     zone_fbg: Vec<Option<u32>>,
+    /// The divisors of [`ZoneMapper::page_of`], derived from the fields above.
+    #[serde(skip_serializing)]
+    div: MapperDivisors,
+}
+
+/// `zone_dies`, width, `pages_per_block` and `fcgs` as divisors.
+#[derive(Clone, Copy, Debug)]
+struct MapperDivisors {
+    zone_dies: Divisor,
+    width: Divisor,
+    pages_per_block: Divisor,
+    fcgs: Divisor,
+}
+
+/// The serialized fields of a [`ZoneMapper`], in order.
+#[derive(Deserialize)]
+struct MapperFields {
+    zone_dies: u32,
+    planes: u32,
+    blocks_per_zone: u32,
+    pages_per_block: u32,
+    fcgs: u32,
+    free: Vec<VecDeque<u32>>,
+    zone_fbg: Vec<Option<u32>>,
+}
+
+impl TryFrom<MapperFields> for ZoneMapper {
+    type Error = String;
+    fn try_from(f: MapperFields) -> Result<ZoneMapper, String> {
+        if f.zone_dies == 0 || f.planes == 0 || f.pages_per_block == 0 || f.fcgs == 0 {
+            return Err("zone mapping with a zero dimension".into());
+        }
+        Ok(ZoneMapper::assemble(f))
+    }
 }
 
 impl ZoneMapper {
     pub fn new(p: &crate::Profile) -> ZoneMapper {
         let fcgs = p.fcg_count();
         let per = p.fbgs_per_fcg();
-        ZoneMapper {
+        ZoneMapper::assemble(MapperFields {
             zone_dies: p.zns.zone_dies,
             planes: p.geometry.planes_per_die,
             blocks_per_zone: p.zns.blocks_per_zone,
@@ -37,12 +73,31 @@ impl ZoneMapper {
             fcgs,
             free: (0..fcgs).map(|_| (0..per).collect()).collect(),
             zone_fbg: vec![None; p.zns.zones as usize],
+        })
+    }
+
+    fn assemble(f: MapperFields) -> ZoneMapper {
+        let div = MapperDivisors {
+            zone_dies: Divisor::new(f.zone_dies as u64),
+            width: Divisor::new(f.zone_dies as u64 * f.planes as u64),
+            pages_per_block: Divisor::new(f.pages_per_block as u64),
+            fcgs: Divisor::new(f.fcgs as u64),
+        };
+        ZoneMapper {
+            zone_dies: f.zone_dies,
+            planes: f.planes,
+            blocks_per_zone: f.blocks_per_zone,
+            pages_per_block: f.pages_per_block,
+            fcgs: f.fcgs,
+            free: f.free,
+            zone_fbg: f.zone_fbg,
+            div,
         }
     }
 
     /// FCG of a zone (its low-order bits, seed 000 §2.2).
     pub fn fcg_of(&self, zone: u32) -> u32 {
-        zone % self.fcgs
+        self.div.fcgs.remainder(zone as u64) as u32
     }
 
     /// Parallel units (die, plane pairs) a zone stripes over.
@@ -82,22 +137,33 @@ impl ZoneMapper {
     }
 
     fn die_of_unit(&self, zone: u32, unit: u32) -> DieId {
-        DieId(self.fcg_of(zone) * self.zone_dies + unit % self.zone_dies)
+        DieId(self.fcg_of(zone) * self.zone_dies + self.div.zone_dies.remainder(unit as u64) as u32)
+    }
+
+    /// The die holding chunk `chunk` of `zone`: the die of [`ZoneMapper::page_of`], without
+    /// working out the block and page (a read needs only the die's and channel's time).
+    #[inline]
+    pub fn die_of(&self, zone: u32, chunk: u64) -> DieId {
+        assert!(
+            self.zone_fbg[zone as usize].is_some(),
+            "chunk of an unmapped zone"
+        );
+        let unit = self.div.width.remainder(chunk) as u32;
+        self.die_of_unit(zone, unit)
     }
 
     /// The flash page holding chunk `chunk` of `zone` (which must hold an FBG).
     pub fn page_of(&self, zone: u32, chunk: u64) -> PageAddr {
         let fbg = self.zone_fbg[zone as usize].expect("chunk of an unmapped zone");
-        let w = self.width() as u64;
-        let unit = (chunk % w) as u32;
-        let stripe = chunk / w;
-        let page = (stripe % self.pages_per_block as u64) as u32;
-        let k = (stripe / self.pages_per_block as u64) as u32;
+        let (stripe, unit) = self.div.width.div_rem(chunk);
+        let unit = unit as u32;
+        let (k, page) = self.div.pages_per_block.div_rem(stripe);
+        let (k, page) = (k as u32, page as u32);
         debug_assert!(k < self.blocks_per_zone, "chunk {chunk} beyond the zone");
         PageAddr {
             block: BlockAddr {
                 die: self.die_of_unit(zone, unit),
-                plane: unit / self.zone_dies,
+                plane: self.div.zone_dies.quotient(unit as u64) as u32,
                 block: fbg * self.blocks_per_zone + k,
             },
             page,

@@ -81,6 +81,11 @@ impl WriteBuffer {
             .max(now)
     }
 
+    /// Capacity in LBAs.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
     pub fn stalled(&self) -> Nanos {
         self.stalled
     }

@@ -17,7 +17,7 @@ use crate::zone::{
 use crate::{Profile, ProfileError};
 use serde::{Deserialize, Serialize};
 use zonelab_flash::{Firmware, FlashArray, FlashCounters, PcieLink, Timeline};
-use zonelab_sim::Nanos;
+use zonelab_sim::{Divisor, Nanos};
 
 /// Zone Send Action (Zone Management Send).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,7 +85,8 @@ pub(crate) struct ZoneProgress {
 pub struct ZonedDevice {
     pub(crate) profile: Profile,
     pub(crate) lba_size: u64,
-    pub(crate) lbas_per_chunk: u64,
+    /// LBAs per flash page (serialized as the number).
+    pub(crate) lbas_per_chunk: Divisor,
     pub(crate) zones: ZoneSet,
     pub(crate) map: ZoneMapper,
     pub(crate) flash: FlashArray,
@@ -169,7 +170,7 @@ impl ZonedDevice {
         let zones = ZoneSet::new(geom).map_err(|e| ProfileError::Invalid(e.to_string()))?;
         let mut map = ZoneMapper::new(&profile);
         let c = &profile.controller;
-        let lbas_per_chunk = profile.lbas_per_chunk();
+        let lbas_per_chunk = Divisor::new(profile.lbas_per_chunk());
         let conventional = if z.conventional_zones > 0 {
             // Conventional zones are page-mapped over their own block groups plus two spare
             // groups per chip group they use (the over-provisioning garbage collection needs).
@@ -284,10 +285,17 @@ impl ZonedDevice {
 
     /// Gives a zone its flash block group when it first becomes active, erasing blocks that
     /// still hold old data. Returns when the zone's first program may start.
+    #[inline]
     fn ensure_mapped(&mut self, now: Nanos, at: Nanos, zone: ZoneId) -> Nanos {
         if self.map.fbg_of(zone.0).is_some() {
             return at;
         }
+        self.map_zone(now, at, zone)
+    }
+
+    /// [`ZonedDevice::ensure_mapped`] for a zone without a flash block group.
+    #[inline(never)]
+    fn map_zone(&mut self, now: Nanos, at: Nanos, zone: ZoneId) -> Nanos {
         self.map.allocate(zone.0);
         let mut ready = at;
         for b in self.map.blocks_of(zone.0) {
@@ -303,9 +311,9 @@ impl ZonedDevice {
     fn program_full_chunks(&mut self, now: Nanos, ready: Nanos, zone: ZoneId) -> Nanos {
         let z = self.zones.zone(zone);
         let written = z.wp.0 - z.start.0;
-        let full_chunks = written / self.lbas_per_chunk;
+        let full_chunks = self.lbas_per_chunk.quotient(written);
         let mut last = ready;
-        let lpc = self.lbas_per_chunk;
+        let lpc = self.lbas_per_chunk.get();
         while self.progress[zone.0 as usize].programmed_chunks < full_chunks {
             let c = self.progress[zone.0 as usize].programmed_chunks;
             let page = self.map.page_of(zone.0, c);
@@ -406,18 +414,20 @@ impl ZonedDevice {
 
     /// Largest transfer one command may carry (the buffer must hold it; MDTS-like).
     pub fn buffer_limit(&self) -> u64 {
-        (self.profile.controller.write_buffer.0 / self.lba_size / 4).max(1)
+        // The buffer holds `write_buffer / lba_size` LBAs.
+        (self.buffer.capacity() / 4).max(1)
     }
 
     fn program_conventional(&mut self, now: Nanos, ready: Nanos, zone: ZoneId, off: u64, nlb: u64) {
-        let lpc = self.lbas_per_chunk;
+        let div = self.lbas_per_chunk;
+        let lpc = div.get();
         let base = zone.0 as u64 * self.map.chunks_per_zone();
         let ftl = self
             .conventional
             .as_mut()
             .expect("conventional zones have an FTL");
-        let first = off / lpc;
-        let last = (off + nlb - 1) / lpc;
+        let first = div.quotient(off);
+        let last = div.quotient(off + nlb - 1);
         let mut release = ready;
         for chunk in first..=last {
             let lo = (chunk * lpc).max(off);
@@ -437,28 +447,29 @@ impl ZonedDevice {
         nlb: u64,
         out: Option<&mut ReadData>,
     ) -> Completion {
-        let c = self.profile.controller;
+        let read_cost = self.profile.controller.read_cost.0;
+        let cq_post = self.profile.controller.cq_post.0;
         let at = self.arrive(at);
         if nlb == 0 || nlb > self.buffer_limit() {
-            return self.error(now, at, c.read_cost.0, NvmeStatus::InvalidFieldInCommand);
+            return self.error(now, at, read_cost, NvmeStatus::InvalidFieldInCommand);
         }
         if let Err(s) = self.zones.check_read(slba, nlb) {
-            return self.error(now, at, c.read_cost.0, s);
+            return self.error(now, at, read_cost, s);
         }
         self.counters.reads += 1;
         self.counters.read_lbas += nlb;
-        self.management.preempt(at, c.read_cost.0);
-        let t = self.firmware.run(now, at, c.read_cost.0);
+        self.management.preempt(at, read_cost);
+        let t = self.firmware.run(now, at, read_cost);
         let mut data_ready = t;
         let mut out = out;
-        let zs = self.zones.geometry().zone_size;
+        let zdiv = self.zones.zone_div();
         let mut lba = slba.0;
         let end = slba.0 + nlb;
         while lba < end {
-            let zone = ZoneId((lba / zs) as u32);
+            let zone = ZoneId(zdiv.quotient(lba) as u32);
             let z = self.zones.zone(zone);
             let (zstart, wp, ztype) = (z.start.0, z.wp.0, z.ztype);
-            let seg_end = end.min(zstart + zs);
+            let seg_end = end.min(zstart + zdiv.get());
             let off = lba - zstart;
             let n = seg_end - lba;
             if let Some(o) = out.as_deref_mut() {
@@ -469,7 +480,7 @@ impl ZonedDevice {
         }
         let done = self.pcie.to_host(now, data_ready, nlb * self.lba_size);
         Completion {
-            done: done + c.cq_post.0,
+            done: done + cq_post,
             status: Ok(None),
         }
     }
@@ -488,20 +499,22 @@ impl ZonedDevice {
         wp: u64,
         ztype: ZoneType,
     ) -> Nanos {
-        let lpc = self.lbas_per_chunk;
+        let div = self.lbas_per_chunk;
+        let lpc = div.get();
         let mut ready = at;
-        let first = off / lpc;
-        let last = (off + n - 1) / lpc;
+        let first = div.quotient(off);
+        let last = div.quotient(off + n - 1);
         for chunk in first..=last {
             let lo = (chunk * lpc).max(off);
             let hi = ((chunk + 1) * lpc).min(off + n);
             let bytes = (hi - lo) * self.lba_size;
-            let page = match ztype {
+            let die = match ztype {
                 ZoneType::Conventional => {
                     let base = zone.0 as u64 * self.map.chunks_per_zone();
                     self.conventional
                         .as_ref()
                         .and_then(|f| f.lookup(base + chunk))
+                        .map(|p| p.block.die)
                 }
                 ZoneType::SequentialWriteRequired => {
                     if zstart + lo >= wp {
@@ -510,12 +523,12 @@ impl ZonedDevice {
                         self.counters.buffer_hits += 1;
                         None
                     } else {
-                        Some(self.map.page_of(zone.0, chunk))
+                        Some(self.map.die_of(zone.0, chunk))
                     }
                 }
             };
-            if let Some(p) = page {
-                ready = ready.max(self.flash.read(now, at, p, bytes));
+            if let Some(die) = die {
+                ready = ready.max(self.flash.read_on_die(now, at, die, bytes));
             }
         }
         ready
@@ -653,7 +666,7 @@ impl ZonedDevice {
     /// wrote to (a zone filled by writes or padded by finish has all its blocks closed).
     fn reset_work(&self, zone: ZoneId, o: MgmtOutcome) -> Nanos {
         let c = &self.profile.controller;
-        let pages = o.written.div_ceil(self.lbas_per_chunk);
+        let pages = o.written.div_ceil(self.lbas_per_chunk.get());
         let unmap = c.reset_cost_per_page.0.times(pages);
         let sealed = self.progress[zone.0 as usize].programmed_chunks >= self.map.chunks_per_zone();
         let open_blocks = if sealed {
@@ -675,7 +688,7 @@ impl ZonedDevice {
     fn buffered_lbas(&self, zone: ZoneId) -> u64 {
         let p = self.progress[zone.0 as usize];
         p.written
-            .saturating_sub(p.programmed_chunks * self.lbas_per_chunk)
+            .saturating_sub(p.programmed_chunks * self.lbas_per_chunk.get())
     }
 
     /// Programs the rest of a zone with padding (finish, seed 001 obs. 10: finish time falls as
@@ -788,7 +801,7 @@ mod tests {
         let d = small(&[]);
         assert_eq!(d.zones().geometry().zone_capacity, 64);
         assert_eq!(d.zones().geometry().zone_size, 64);
-        assert_eq!(d.lbas_per_chunk, 4);
+        assert_eq!(d.lbas_per_chunk.get(), 4);
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use zonelab_sim::Divisor;
 
 use super::status::NvmeStatus;
 
@@ -552,6 +553,8 @@ pub struct ZoneSet {
     n_imp: u32,
     n_exp: u32,
     n_closed: u32,
+    /// `geom.zone_size` as a divisor (LBA to zone index on every command).
+    zone_div: Divisor,
 }
 
 impl From<ZoneSet> for ZoneSetImage {
@@ -576,6 +579,7 @@ impl TryFrom<ZoneSetImage> for ZoneSet {
             n_closed: count(ZoneState::Closed),
             zones: img.zones,
             imp_order: img.implicit_open_order.into_iter().collect(),
+            zone_div: Divisor::new(img.geometry.zone_size),
         };
         set.check_invariants()
             .map_err(ZoneSetImageError::Invariant)?;
@@ -622,12 +626,18 @@ impl ZoneSet {
             n_imp: 0,
             n_exp: 0,
             n_closed: 0,
+            zone_div: Divisor::new(geom.zone_size),
         })
     }
 
     /// The geometry.
     pub fn geometry(&self) -> &ZoneGeometry {
         &self.geom
+    }
+
+    /// The zone size as a divisor: `zone_div().quotient(lba)` is the index of the zone holding `lba`.
+    pub fn zone_div(&self) -> Divisor {
+        self.zone_div
     }
 
     /// One zone.
@@ -653,7 +663,7 @@ impl ZoneSet {
         if lba.0 >= self.total_lbas() {
             return Err(NvmeStatus::LbaOutOfRange);
         }
-        Ok(ZoneId((lba.0 / self.geom.zone_size) as u32))
+        Ok(ZoneId(self.zone_div.quotient(lba.0) as u32))
     }
 
     /// Maps the SLBA of a Zone Management Send/Receive to its zone as QEMU's
@@ -903,8 +913,8 @@ impl ZoneSet {
             return Err(NvmeStatus::InvalidFieldInCommand);
         }
         self.check_range(slba, nlb)?;
-        let first = (slba.0 / self.geom.zone_size) as usize;
-        let last = ((slba.0 + nlb - 1) / self.geom.zone_size) as usize;
+        let first = self.zone_div.quotient(slba.0) as usize;
+        let last = self.zone_div.quotient(slba.0 + nlb - 1) as usize;
         if self.zones[first..=last]
             .iter()
             .any(|z| z.state == ZoneState::Offline)

@@ -6,7 +6,7 @@
 
 use crate::{DieId, FlashTiming, Geometry, Timeline};
 use serde::{Deserialize, Serialize};
-use zonelab_sim::Nanos;
+use zonelab_sim::{Divisor, Nanos};
 
 /// A block: die, plane within the die, block within the plane.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -40,6 +40,7 @@ pub struct FlashCounters {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(try_from = "FlashArrayFields")]
 pub struct FlashArray {
     geometry: Geometry,
     timing: FlashTiming,
@@ -52,6 +53,39 @@ pub struct FlashArray {
     /// mostly repeat one size. A cache, so not serialized.
     #[serde(skip)]
     last_transfer: Option<(u64, Nanos)>,
+    /// `geometry.channels` as a divisor (die to channel). Derived, so not serialized.
+    #[serde(skip)]
+    channel_div: Divisor,
+}
+
+/// The serialized fields of a [`FlashArray`], in order.
+#[derive(Deserialize)]
+struct FlashArrayFields {
+    geometry: Geometry,
+    timing: FlashTiming,
+    dies: Vec<Timeline>,
+    channels: Vec<Timeline>,
+    blocks: Vec<Option<Vec<BlockState>>>,
+    counters: FlashCounters,
+}
+
+impl TryFrom<FlashArrayFields> for FlashArray {
+    type Error = String;
+    fn try_from(f: FlashArrayFields) -> Result<FlashArray, String> {
+        if f.geometry.channels == 0 {
+            return Err("flash array without channels".into());
+        }
+        Ok(FlashArray {
+            channel_div: Divisor::new(f.geometry.channels as u64),
+            geometry: f.geometry,
+            timing: f.timing,
+            dies: f.dies,
+            channels: f.channels,
+            blocks: f.blocks,
+            counters: f.counters,
+            last_transfer: None,
+        })
+    }
 }
 
 impl FlashArray {
@@ -62,11 +96,18 @@ impl FlashArray {
             dies: vec![Timeline::new(); dies],
             channels: vec![Timeline::new(); geometry.channels as usize],
             blocks: vec![None; planes],
+            channel_div: Divisor::new(geometry.channels as u64),
             geometry,
             timing,
             counters: FlashCounters::default(),
             last_transfer: None,
         }
+    }
+
+    /// The channel of a die (as [`Geometry::channel_of`]).
+    #[inline]
+    fn channel_of(&self, die: DieId) -> usize {
+        self.channel_div.remainder(die.0 as u64) as usize
     }
 
     pub fn geometry(&self) -> &Geometry {
@@ -141,7 +182,7 @@ impl FlashArray {
     pub fn program(&mut self, now: Nanos, at: Nanos, p: PageAddr) -> Nanos {
         self.check_program(p);
         self.counters.programs += 1;
-        let ch = self.geometry.channel_of(p.block.die) as usize;
+        let ch = self.channel_of(p.block.die);
         let xfer = self.timing.page_transfer;
         let die = p.block.die.0 as usize;
         // The die must be free to latch the data: plan the transfer where both are free.
@@ -155,9 +196,15 @@ impl FlashArray {
     /// Reads `bytes` of a page: tR on the die, then the channel transfer out. Returns when the
     /// data is in the controller.
     pub fn read(&mut self, now: Nanos, at: Nanos, p: PageAddr, bytes: u64) -> Nanos {
+        self.read_on_die(now, at, p.block.die, bytes)
+    }
+
+    /// [`FlashArray::read`] of a page on `die`: its timing depends on the die only.
+    #[inline]
+    pub fn read_on_die(&mut self, now: Nanos, at: Nanos, die: DieId, bytes: u64) -> Nanos {
         self.counters.reads += 1;
-        let ch = self.geometry.channel_of(p.block.die) as usize;
-        let die = p.block.die.0 as usize;
+        let ch = self.channel_of(die);
+        let die = die.0 as usize;
         let t_r = self.timing.read;
         let bytes = bytes.min(self.geometry.page_size);
         let xfer = match self.last_transfer {

@@ -19,6 +19,7 @@ impl Firmware {
 
     /// Runs `cost` of firmware work on the core that can start it first (lowest index on ties);
     /// returns when it finishes.
+    #[inline(always)]
     pub fn run(&mut self, now: Nanos, at: Nanos, cost: Nanos) -> Nanos {
         if self.cores.len() == 1 {
             return self.cores[0].reserve(now, at, cost) + cost;

@@ -34,6 +34,7 @@ impl PcieLink {
     pub fn bandwidth(&self) -> u64 {
         self.bytes_per_sec
     }
+    #[inline(always)]
     fn cost(&mut self, bytes: u64) -> Nanos {
         match self.last_cost {
             Some((b, cost)) if b == bytes => cost,
@@ -44,11 +45,13 @@ impl PcieLink {
             }
         }
     }
+    #[inline(always)]
     /// Host-to-device DMA of `bytes` starting no earlier than `at`; returns when it ends.
     pub fn to_device(&mut self, now: Nanos, at: Nanos, bytes: u64) -> Nanos {
         let d = self.cost(bytes);
         self.to_device.reserve(now, at, d) + d
     }
+    #[inline(always)]
     /// Device-to-host DMA of `bytes` starting no earlier than `at`; returns when it ends.
     pub fn to_host(&mut self, now: Nanos, at: Nanos, bytes: u64) -> Nanos {
         let d = self.cost(bytes);

@@ -37,6 +37,7 @@ impl Timeline {
     ///
     /// Most reservations take one of the short paths (after or during the last reservation);
     /// gap filling is out of line in [`Timeline::reserve_in_gap`].
+    #[inline(always)]
     pub fn reserve(&mut self, now: Nanos, earliest: Nanos, duration: Nanos) -> Nanos {
         debug_assert!(
             earliest >= now,
@@ -53,8 +54,7 @@ impl Timeline {
                 if earliest == last.1 {
                     last.1 = earliest + duration;
                 } else {
-                    self.busy.push((earliest, earliest + duration));
-                    self.cap_intervals();
+                    self.push_interval(earliest, duration);
                 }
                 earliest
             }
@@ -74,20 +74,36 @@ impl Timeline {
     }
 
     /// Drops the intervals that ended by `now`.
-    #[inline]
+    #[inline(always)]
     fn forget_before(&mut self, now: Nanos) {
-        while let Some(&(_, end)) = self.busy.get(self.head)
-            && end <= now
-        {
-            self.head += 1;
+        let len = self.busy.len();
+        let mut head = self.head;
+        while head < len && self.busy[head].1 <= now {
+            head += 1;
         }
-        if self.head == self.busy.len() {
+        if head == len {
             self.busy.clear();
             self.head = 0;
-        } else if self.head >= MAX_INTERVALS {
-            self.busy.drain(..self.head);
-            self.head = 0;
+        } else {
+            self.head = head;
+            if head >= MAX_INTERVALS {
+                self.compact();
+            }
         }
+    }
+
+    /// Drops the forgotten intervals from the front of the list.
+    #[inline(never)]
+    fn compact(&mut self) {
+        self.busy.drain(..self.head);
+        self.head = 0;
+    }
+
+    /// Appends a reservation that starts after the last one ends.
+    #[inline]
+    fn push_interval(&mut self, start: Nanos, duration: Nanos) {
+        self.busy.push((start, start + duration));
+        self.cap_intervals();
     }
 
     /// First fit for a request that starts before the end of the last reservation.

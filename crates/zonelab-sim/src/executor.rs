@@ -173,6 +173,7 @@ impl Sim {
         YieldNow { yielded: false }
     }
 
+    #[inline(always)]
     fn add_timer(&self, at: Nanos, waker: &Waker) {
         let seq = self.inner.seq.get();
         self.inner.seq.set(seq + 1);
@@ -226,11 +227,17 @@ impl Sim {
         slot
     }
 
+    /// Moves tasks spawned since the last call into their slots.
+    #[inline]
     fn install_spawned(&self) {
-        let mut spawned = self.inner.spawned.borrow_mut();
-        if spawned.is_empty() {
-            return;
+        if !self.inner.spawned.borrow().is_empty() {
+            self.install_spawned_slow();
         }
+    }
+
+    #[inline(never)]
+    fn install_spawned_slow(&self) {
+        let mut spawned = self.inner.spawned.borrow_mut();
         let mut slots = self.inner.slots.borrow_mut();
         for (slot, fut) in spawned.drain(..) {
             slots[slot].future = Some(fut);
@@ -264,14 +271,18 @@ impl Sim {
     }
 
     fn run_loop<T>(&self, handle: &JoinHandle<T>) -> Result<T, Deadlock> {
+        // `main`'s output appears only when the poll of its task completes it, so the handle is
+        // looked at only after polls that complete a task.
+        let finished = || handle.state.borrow_mut().output.take();
         loop {
             self.install_spawned();
             loop {
                 let key = self.inner.ready.borrow_mut().pop_front();
                 let Some(key) = key else { break };
-                self.poll_task(key);
-                if handle.state.borrow().output.is_some() {
-                    return Ok(handle.state.borrow_mut().output.take().expect("checked"));
+                if self.poll_task(key)
+                    && let Some(out) = finished()
+                {
+                    return Ok(out);
                 }
             }
             // Nothing ready: jump to the next deadline and wake everything due then.
@@ -285,21 +296,35 @@ impl Sim {
             debug_assert!(at >= self.now(), "timer in the past");
             let now = at.max(self.now());
             self.inner.now.set(now);
+            if timers.peek_deadline().is_none_or(|t| t > now) {
+                // One task wakes and none is ready: the ready queue would hold just this task,
+                // so poll it at once (the same poll, without the queue's round trip).
+                drop(timers);
+                if self.poll_task(TaskKey(task))
+                    && let Some(out) = finished()
+                {
+                    return Ok(out);
+                }
+                continue;
+            }
             self.inner.schedule(TaskKey(task));
             while timers.peek_deadline().is_some_and(|t| t <= now) {
-                let (_, task) = timers.pop().expect("peeked");
+                let (_, task) = timers.pop_cold().expect("peeked");
                 self.inner.schedule(TaskKey(task));
             }
         }
     }
 
-    fn poll_task(&self, key: TaskKey) {
+    /// Polls the task `key` names (nothing if it has completed since); true when this poll
+    /// completed it.
+    #[inline(always)]
+    fn poll_task(&self, key: TaskKey) -> bool {
         let slot = key.slot();
         let fut = {
             let mut slots = self.inner.slots.borrow_mut();
             let s = &mut slots[slot];
             if s.generation != key.generation() {
-                return;
+                return false;
             }
             s.queued = false;
             match s.future.take() {
@@ -311,7 +336,7 @@ impl Sim {
                     let mut slots = self.inner.slots.borrow_mut();
                     match slots[slot].future.take() {
                         Some(f) => f,
-                        None => return,
+                        None => return false,
                     }
                 }
             }
@@ -321,6 +346,8 @@ impl Sim {
         let waker = waker_for(key);
         let mut cx = Context::from_waker(&waker);
         let done = fut.as_mut().poll(&mut cx).is_ready();
+        // Dropping this waker does nothing (`drop_waker`); skip the call through its vtable.
+        std::mem::forget(waker);
         let mut slots = self.inner.slots.borrow_mut();
         if done {
             let s = &mut slots[slot];
@@ -333,6 +360,7 @@ impl Sim {
         } else {
             slots[slot].future = Some(fut);
         }
+        done
     }
 }
 
@@ -364,6 +392,7 @@ pub struct Sleep<'a> {
 
 impl Future for Sleep<'_> {
     type Output = ();
+    #[inline(always)]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.sim.now() >= self.at {
             return Poll::Ready(());

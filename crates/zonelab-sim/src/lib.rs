@@ -9,12 +9,14 @@
 //! scheduler is not deterministic across runs; flash operations need nanosecond timers and
 //! experiments need byte-identical results (DESIGN.md, principle 1).
 
+mod divisor;
 mod executor;
 mod rng;
 pub mod sync;
 mod time;
 mod timers;
 
+pub use divisor::Divisor;
 pub use executor::{JoinHandle, Sim, SimStats};
 pub use rng::SimRng;
 pub use time::Nanos;

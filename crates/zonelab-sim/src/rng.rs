@@ -28,6 +28,7 @@ impl SimRng {
     pub fn stream(seed: u64, stream: u64) -> SimRng {
         SimRng::new(splitmix64(seed ^ splitmix64(stream.wrapping_add(1))))
     }
+    #[inline]
     pub fn next_u64(&mut self) -> u64 {
         self.inner.next_u64()
     }

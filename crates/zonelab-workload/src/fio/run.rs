@@ -14,10 +14,10 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use zonelab_device::{
-    HostStack, IoCmd, IoEngine, IoScheduler, Lba, Namespace, OwnedData, PayloadMode, Profile,
-    ZoneAction, ZoneState,
+    HostStack, IoCmd, IoDone, IoEngine, IoScheduler, Lba, Namespace, OwnedData, PayloadMode,
+    Profile, ZoneAction, ZoneState,
 };
-use zonelab_sim::{Nanos, Sim, SimRng};
+use zonelab_sim::{Divisor, Nanos, Sim, SimRng};
 
 /// How to run a set of jobs.
 #[derive(Clone, Debug)]
@@ -130,6 +130,7 @@ impl ZoneView {
     fn is_full(&self, z: u32) -> bool {
         self.wp[z as usize] >= self.capacity
     }
+    #[inline]
     fn mark_open(&mut self, z: u32) {
         if !self.open.contains(&z) {
             self.open.push(z);
@@ -176,6 +177,16 @@ struct CloneState {
     /// Consecutive times a thread found no zone it may write; bounded so jobs that can never
     /// get an open zone fail instead of spinning forever.
     waits: u64,
+    /// Per-command constants of the job, worked out once: [read, write].
+    nlb: [u64; 2],
+    /// `nlb` as divisors (slots of a zone's written part).
+    nlb_div: [Divisor; 2],
+    /// Whole zones in the region, `first..end` (see [`CloneState::zones_in_region`]).
+    zone_range: (u32, u32),
+    random: bool,
+    zbd: bool,
+    /// Whether `rate` or `rate_iops` limits any direction.
+    rate_limited: bool,
 }
 
 /// Simulated microseconds a thread may wait for an open zone before the job fails.
@@ -188,6 +199,8 @@ enum Planned {
         cmd: IoCmd,
         bytes: u64,
         zone: Option<u32>,
+        /// When the rate limits let it issue.
+        gate: Nanos,
     },
     Reset {
         zone: u32,
@@ -202,11 +215,27 @@ impl CloneState {
         self.rng.next_u64() ^ self.fp_counter
     }
 
+    #[inline(always)]
     fn next_fingerprints(&mut self, n: u64) -> OwnedData {
         if n == 1 {
             return OwnedData::Fingerprint(self.next_fingerprint());
         }
-        OwnedData::Fingerprints((0..n).map(|_| self.next_fingerprint()).collect())
+        self.next_fingerprint_vec(n)
+    }
+
+    #[inline(never)]
+    fn next_fingerprint_vec(&mut self, n: u64) -> OwnedData {
+        // The generator and counter in locals, so the loop keeps them in registers.
+        let mut rng = self.rng.clone();
+        let mut counter = self.fp_counter;
+        let mut v = vec![0u64; n as usize];
+        for fp in v.iter_mut() {
+            counter += 1;
+            *fp = rng.next_u64() ^ counter;
+        }
+        self.rng = rng;
+        self.fp_counter = counter;
+        OwnedData::Fingerprints(v)
     }
 
     fn exhausted(&self, now: Nanos) -> bool {
@@ -242,7 +271,7 @@ impl CloneState {
     /// Next offset (relative to the region) for a non-zoned access of `nlb` blocks.
     fn next_offset(&mut self, write: bool, nlb: u64) -> u64 {
         let span = self.lbas.max(nlb);
-        if self.spec.rw.is_random() {
+        if self.random {
             let slots = (span / nlb).max(1);
             self.rng.below(slots) * nlb
         } else {
@@ -260,22 +289,19 @@ impl CloneState {
         }
     }
 
+    /// Plans the next I/O and counts it as issued (see [`CloneState::issue`]).
+    #[inline(always)]
     fn plan(&mut self, now: Nanos, view: &mut ZoneView) -> Planned {
         if self.exhausted(now) {
             return Planned::Done;
         }
         let write = self.choose_write();
-        let bs = if write {
-            self.spec.bs.write
-        } else {
-            self.spec.bs.read
-        };
-        let nlb = bs / self.lba_size;
-        if self.spec.zonemode == ZoneMode::Zbd {
+        let nlb = self.nlb[write as usize];
+        if self.zbd {
             return if write {
-                self.plan_zbd_write(view, nlb)
+                self.plan_zbd_write(now, view, nlb)
             } else {
-                self.plan_zbd_read(view, nlb)
+                self.plan_zbd_read(now, view, nlb)
             };
         }
         let off = self.next_offset(write, nlb);
@@ -298,22 +324,90 @@ impl CloneState {
                 want_data: false,
             }
         };
+        self.issue(now, view, write, cmd, nlb * self.lba_size, None)
+    }
+
+    /// A planned I/O, counted as issued: in flight on its zone from now on (so no reset is
+    /// planned for the zone meanwhile), and against the job's limits.
+    #[inline(always)]
+    fn issue(
+        &mut self,
+        now: Nanos,
+        view: &mut ZoneView,
+        write: bool,
+        cmd: IoCmd,
+        bytes: u64,
+        zone: Option<u32>,
+    ) -> Planned {
+        if let Some(z) = zone {
+            view.in_flight[z as usize] += 1;
+        }
+        self.issued_bytes += bytes;
+        self.issued_ios += 1;
+        let gate = rate_gate(self, write as usize, bytes, now);
         Planned::Io {
             write,
             cmd,
-            bytes: nlb * self.lba_size,
-            zone: None,
+            bytes,
+            zone,
+            gate,
         }
     }
 
-    /// Whole zones inside the job's region: `first..end` (empty when there are none).
-    fn zones_in_region(&self, view: &ZoneView) -> (u32, u32) {
-        let zs = view.zone_size;
-        let nzones = view.wp.len() as u64;
-        let first = self.start.div_ceil(zs).min(nzones);
-        let end = ((self.start + self.lbas) / zs).min(nzones);
+    /// Accounts for a completed I/O planned as `write`, `bytes` and `zone`.
+    #[inline(always)]
+    fn complete(
+        &mut self,
+        view: &mut ZoneView,
+        write: bool,
+        bytes: u64,
+        zone: Option<u32>,
+        done: &IoDone,
+    ) {
+        if let Some(z) = zone {
+            view.in_flight[z as usize] -= 1;
+            if write && view.is_full(z) && view.in_flight[z as usize] == 0 {
+                view.mark_closed(z);
+            }
+        }
+        match done.status {
+            Err(e) => {
+                if self.error.is_none() {
+                    let advice = if self.spec.zonemode == ZoneMode::None && write {
+                        " (with zonemode=zbd, writes go to zone write pointers as the device requires)"
+                    } else {
+                        ""
+                    };
+                    self.error = Some(format!(
+                        "{} error: {e} — {}{advice}",
+                        if write { "write" } else { "read" },
+                        e.hint()
+                    ));
+                }
+            }
+            Ok(_) => {
+                if done.issued >= self.ramp_end {
+                    let (slat, clat) = (done.slat().0, done.clat().0);
+                    if write {
+                        self.write.record(bytes, slat, clat);
+                    } else {
+                        self.read.record(bytes, slat, clat);
+                    }
+                    let t = (done.completed - self.ramp_end).0;
+                    self.bw[write as usize].record(t, bytes);
+                    self.last_completion = self.last_completion.max(done.completed);
+                }
+            }
+        }
+    }
+
+    /// Whole zones inside the region `start..start + lbas` of a device with `nzones` zones of
+    /// `zs` LBAs: `first..end` (empty when there are none).
+    fn zones_in_region(start: u64, lbas: u64, zs: u64, nzones: u64) -> (u32, u32) {
+        let first = start.div_ceil(zs).min(nzones);
+        let end = ((start + lbas) / zs).min(nzones);
         // A region smaller than a zone but starting at a zone start still covers that zone.
-        let end = if end <= first && self.start.is_multiple_of(zs) && first < nzones {
+        let end = if end <= first && start.is_multiple_of(zs) && first < nzones {
             first + 1
         } else {
             end
@@ -330,19 +424,20 @@ impl CloneState {
         Planned::Done
     }
 
-    fn plan_zbd_write(&mut self, view: &mut ZoneView, nlb: u64) -> Planned {
-        let (first, end) = self.zones_in_region(view);
+    #[inline(always)]
+    fn plan_zbd_write(&mut self, now: Nanos, view: &mut ZoneView, nlb: u64) -> Planned {
+        let (first, end) = self.zone_range;
         if first == end {
             return self.no_whole_zone();
         }
         let nzones = (end - first) as u64;
-        let candidate = if self.spec.rw.is_random() {
+        let candidate = if self.random {
             first + self.rng.below(nzones) as u32
         } else {
             first + (self.zone_cursor_write % nzones) as u32
         };
         let mut zone = candidate;
-        if !view.open.contains(&zone) && view.open.len() >= view.max_open {
+        if view.open.len() >= view.max_open && !view.open.contains(&zone) {
             // No room for another open zone: write to an open one of this job's region.
             let open_in_region: Vec<u32> = view
                 .open
@@ -353,7 +448,7 @@ impl CloneState {
             match open_in_region.is_empty() {
                 true => return Planned::Wait,
                 false => {
-                    zone = if self.spec.rw.is_random() {
+                    zone = if self.random {
                         open_in_region[self.rng.below(open_in_region.len() as u64) as usize]
                     } else {
                         open_in_region[0]
@@ -379,7 +474,7 @@ impl CloneState {
         view.mark_open(zone);
         // A zone filled by this write stays counted as open until the write completes: the
         // device holds it open until then (rate limits can delay the submission).
-        if view.is_full(zone) && !self.spec.rw.is_random() {
+        if view.is_full(zone) && !self.random {
             self.zone_cursor_write += 1;
         }
         let data = self.next_fingerprints(n);
@@ -394,22 +489,18 @@ impl CloneState {
                 data,
             }
         };
-        Planned::Io {
-            write: true,
-            cmd,
-            bytes: n * self.lba_size,
-            zone: Some(zone),
-        }
+        self.issue(now, view, true, cmd, n * self.lba_size, Some(zone))
     }
 
-    fn plan_zbd_read(&mut self, view: &ZoneView, nlb: u64) -> Planned {
-        let (first, end) = self.zones_in_region(view);
+    #[inline(always)]
+    fn plan_zbd_read(&mut self, now: Nanos, view: &mut ZoneView, nlb: u64) -> Planned {
+        let (first, end) = self.zone_range;
         if first == end {
             return self.no_whole_zone();
         }
         let nzones = end - first;
         let written = |z: u32| view.wp[z as usize];
-        if self.spec.rw.is_random() {
+        if self.random {
             // A random zone holding data, then a random block-aligned offset below its wp.
             let mut zone = None;
             for _ in 0..8 {
@@ -428,9 +519,9 @@ impl CloneState {
                 zone = Some(with[self.rng.below(with.len() as u64) as usize]);
             }
             let z = zone.expect("chosen");
-            let slots = written(z) / nlb;
+            let slots = self.nlb_div[0].quotient(written(z));
             let off = self.rng.below(slots) * nlb;
-            return self.read_io(z as u64 * view.zone_size + off, nlb, z);
+            return self.read_io(now, view, z as u64 * view.zone_size + off, nlb, z);
         }
         // Sequential: walk zones in order, reading what each holds.
         for _ in 0..=nzones {
@@ -438,7 +529,7 @@ impl CloneState {
             if self.seq_read + nlb <= written(z) {
                 let slba = z as u64 * view.zone_size + self.seq_read;
                 self.seq_read += nlb;
-                return self.read_io(slba, nlb, z);
+                return self.read_io(now, view, slba, nlb, z);
             }
             self.zone_cursor_read += 1;
             self.seq_read = 0;
@@ -447,17 +538,21 @@ impl CloneState {
         Planned::Done
     }
 
-    fn read_io(&self, slba: u64, nlb: u64, zone: u32) -> Planned {
-        Planned::Io {
-            write: false,
-            cmd: IoCmd::Read {
-                slba: Lba(slba),
-                nlb,
-                want_data: false,
-            },
-            bytes: nlb * self.lba_size,
-            zone: Some(zone),
-        }
+    #[inline(always)]
+    fn read_io(
+        &mut self,
+        now: Nanos,
+        view: &mut ZoneView,
+        slba: u64,
+        nlb: u64,
+        zone: u32,
+    ) -> Planned {
+        let cmd = IoCmd::Read {
+            slba: Lba(slba),
+            nlb,
+            want_data: false,
+        };
+        self.issue(now, view, false, cmd, nlb * self.lba_size, Some(zone))
     }
 }
 
@@ -622,7 +717,16 @@ pub fn run_on(
                     let (e, sch) = engine_of(&spec);
                     let stack = stacks2[&(e as u8, sch as u8)].clone();
                     for clone in 0..spec.numjobs {
-                        let st = make_clone(&spec, ji, clone, s.now(), dev_lbas, lba_size, seed);
+                        let st = make_clone(
+                            &spec,
+                            ji,
+                            clone,
+                            s.now(),
+                            dev_lbas,
+                            lba_size,
+                            seed,
+                            &view.borrow(),
+                        );
                         let st = Rc::new(RefCell::new(st));
                         let mut workers = Vec::new();
                         for _ in 0..spec.iodepth {
@@ -666,6 +770,7 @@ pub fn run_on(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn make_clone(
     spec: &Rc<JobSpec>,
     job: usize,
@@ -674,6 +779,7 @@ fn make_clone(
     dev_lbas: u64,
     lba_size: u64,
     seed: u64,
+    view: &ZoneView,
 ) -> CloneState {
     let total = dev_lbas * lba_size;
     let base = spec.offset.resolve(total) + clone as u64 * spec.offset_increment.resolve(total);
@@ -696,7 +802,21 @@ fn make_clone(
         )
     };
     let job_seed = spec.seed.unwrap_or(seed);
+    // `validate` made both block sizes whole, non-zero numbers of blocks.
+    let nlb = [spec.bs.read / lba_size, spec.bs.write / lba_size];
+    let zone_range = CloneState::zones_in_region(start, lbas, view.zone_size, view.wp.len() as u64);
+    let limited = |r: Option<u64>| r.is_some_and(|r| r > 0);
+    let rate_limited = limited(spec.rate.read)
+        || limited(spec.rate.write)
+        || limited(spec.rate_iops.read)
+        || limited(spec.rate_iops.write);
     CloneState {
+        nlb,
+        nlb_div: nlb.map(|n| Divisor::new(n.max(1))),
+        zone_range,
+        random: spec.rw.is_random(),
+        zbd: spec.zonemode == ZoneMode::Zbd,
+        rate_limited,
         rng: SimRng::stream(job_seed, ((job as u64) << 32) | clone as u64),
         lba_size,
         start,
@@ -730,6 +850,9 @@ fn make_clone(
 
 /// Earliest time an I/O of `bytes` in direction `dir` may issue under `rate`/`rate_iops`.
 fn rate_gate(st: &mut CloneState, dir: usize, bytes: u64, now: Nanos) -> Nanos {
+    if !st.rate_limited {
+        return now;
+    }
     let (rate, iops) = if dir == 1 {
         (st.spec.rate.write, st.spec.rate_iops.write)
     } else {
@@ -799,58 +922,22 @@ async fn worker(
                 cmd,
                 bytes,
                 zone,
+                gate,
             } => {
-                // In flight from planning on, so no reset is planned for the zone meanwhile.
-                if let Some(z) = zone {
-                    view.borrow_mut().in_flight[z as usize] += 1;
-                }
-                let gate = {
-                    let mut s = st.borrow_mut();
-                    s.issued_bytes += bytes;
-                    s.issued_ios += 1;
-                    rate_gate(&mut s, write as usize, bytes, now)
-                };
                 if gate > sim.now() {
                     sim.sleep_until(gate).await;
                 }
-                let done = stack.submit(cmd).await;
-                if let Some(z) = zone {
-                    let mut v = view.borrow_mut();
-                    v.in_flight[z as usize] -= 1;
-                    if write && v.is_full(z) && v.in_flight[z as usize] == 0 {
-                        v.mark_closed(z);
+                // Commands with a completion time known at once are issued here, so this future
+                // holds a sleep rather than the whole of `submit`'s.
+                let done = match stack.dispatch(cmd) {
+                    Ok(done) => {
+                        sim.sleep_until(done.completed).await;
+                        done
                     }
-                }
-                let mut s = st.borrow_mut();
-                match done.status {
-                    Err(e) => {
-                        if s.error.is_none() {
-                            let advice = if s.spec.zonemode == ZoneMode::None && write {
-                                " (with zonemode=zbd, writes go to zone write pointers as the device requires)"
-                            } else {
-                                ""
-                            };
-                            s.error = Some(format!(
-                                "{} error: {e} — {}{advice}",
-                                if write { "write" } else { "read" },
-                                e.hint()
-                            ));
-                        }
-                    }
-                    Ok(_) => {
-                        if done.issued >= s.ramp_end {
-                            let (slat, clat) = (done.slat().0, done.clat().0);
-                            if write {
-                                s.write.record(bytes, slat, clat);
-                            } else {
-                                s.read.record(bytes, slat, clat);
-                            }
-                            let t = (done.completed - s.ramp_end).0;
-                            s.bw[write as usize].record(t, bytes);
-                            s.last_completion = s.last_completion.max(done.completed);
-                        }
-                    }
-                }
+                    Err(cmd) => stack.submit(cmd).await,
+                };
+                st.borrow_mut()
+                    .complete(&mut view.borrow_mut(), write, bytes, zone, &done);
             }
         }
     }
