@@ -87,6 +87,7 @@ impl Dev {
             .await;
         status(&d, &format!("read of {n} blocks at {addr}"))?;
         d.data
+            .map(|b| *b)
             .ok_or_else(|| FsError::Io(format!("read at {addr} returned no data")))
     }
 
