@@ -1,0 +1,101 @@
+//! End-to-end tests of `zonelab run`: a small fileserver experiment, its JSON, determinism, and
+//! a malformed experiment.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn zonelab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_zonelab"))
+        .args(args)
+        .output()
+        .expect("run zonelab")
+}
+
+fn temp(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("zonelab-run-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+fn experiment() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../experiments/fileserver-small.toml")
+}
+
+const SMALL: [&str; 8] = [
+    "--set",
+    "device.set.zones=24",
+    "--set",
+    "workload.params.nfiles=600",
+    "--set",
+    "workload.threads=8",
+    "--set",
+    "run.duration=\"0.5s\"",
+];
+
+#[test]
+fn a_small_fileserver_run_is_verified_clean_and_deterministic() {
+    let exp = experiment();
+    let (a, b) = (temp("a.json"), temp("b.json"));
+    for out in [&a, &b] {
+        let mut args = vec!["run", exp.to_str().unwrap(), "-o", out.to_str().unwrap()];
+        args.extend(SMALL);
+        let o = zonelab(&args);
+        assert!(
+            o.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let ja = std::fs::read(&a).unwrap();
+    assert_eq!(
+        ja,
+        std::fs::read(&b).unwrap(),
+        "same experiment, same bytes"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&ja).unwrap();
+    for k in [
+        "config",
+        "sim",
+        "throughput",
+        "traffic_bytes",
+        "waf",
+        "gc",
+        "device",
+        "timeline",
+        "verify",
+        "fsck",
+    ] {
+        assert!(v.get(k).is_some(), "result has no {k}");
+    }
+    assert_eq!(v["fsck"]["clean"], true);
+    assert_eq!(v["verify"]["mismatches"], 0);
+    assert!(v["verify"]["reads_checked"].as_u64().unwrap() > 0);
+    assert!(v["throughput"]["ops_per_sec"].as_f64().unwrap() > 0.0);
+    // Below 1 is possible: files deleted before writeback never reach the device.
+    assert!(v["waf"]["host"].as_f64().unwrap() > 0.0);
+    std::fs::remove_file(&a).ok();
+    std::fs::remove_file(&b).ok();
+}
+
+#[test]
+fn bad_experiments_are_explained() {
+    let exp = experiment();
+    let out = temp("bad.json");
+    let o = zonelab(&[
+        "run",
+        exp.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--set",
+        "fs.policy=nonsense",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown policy"));
+    let o = zonelab(&["run", exp.to_str().unwrap(), "--set", "workload.kind=nope"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("workload kind"));
+    let o = zonelab(&["run", "/nonexistent.toml"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read experiment"));
+}
