@@ -338,7 +338,7 @@ impl ZonedDevice {
             self.buffer.release_at(done, lpc);
             self.progress[zone.0 as usize].programmed_chunks = c + 1;
             if !plp {
-                self.durability.seq.programmed(zone.0, done, (c + 1) * lpc);
+                self.track_program(zone, done, (c + 1) * lpc);
             }
             last = last.max(done);
         }
@@ -411,36 +411,21 @@ impl ZonedDevice {
         };
         let in_buffer = self.buffer.admit(t, nlb);
         self.counters.written_lbas += nlb;
-        if c.power_loss_protection {
-            self.data.write(zone.0, off, !conventional, data);
-            self.progress[zone.0 as usize].written += nlb;
-            if conventional {
-                self.program_conventional(now, in_buffer, zone, off, nlb);
-            } else {
-                let ready = self.ensure_mapped(now, in_buffer, zone);
-                self.program_full_chunks(now, ready, zone);
-            }
-        } else if conventional {
-            // Keep what the write replaces until its programs complete.
-            let prior = self.data.prior(zone.0, off, nlb);
-            self.data.write(zone.0, off, false, data);
-            self.progress[zone.0 as usize].written += nlb;
+        // Without power-loss protection: what a random write replaces, kept until it is
+        // durable; the blocks a sequential zone holds, all durable unless tracked.
+        let plp = c.power_loss_protection;
+        let prior = (conventional && !plp).then(|| self.data.prior(zone.0, off, nlb));
+        if !conventional && !plp {
+            self.track_sequential_write(now, zone, in_buffer);
+        }
+        self.data.write(zone.0, off, !conventional, data);
+        self.progress[zone.0 as usize].written += nlb;
+        if conventional {
             let durable = self.program_conventional(now, in_buffer, zone, off, nlb);
-            let undo = &mut self.durability.undo;
-            undo.prune(now);
-            undo.push(zone.0, off, prior, durable, false);
+            if let Some(prior) = prior {
+                self.track_random_write(now, zone, off, prior, durable);
+            }
         } else {
-            let progress = &self.progress;
-            self.durability.seq.writing(
-                now,
-                zone.0,
-                progress[zone.0 as usize].written,
-                in_buffer,
-                |z| progress[z as usize].written,
-                progress.len(),
-            );
-            self.data.write(zone.0, off, true, data);
-            self.progress[zone.0 as usize].written += nlb;
             let ready = self.ensure_mapped(now, in_buffer, zone);
             self.program_full_chunks(now, ready, zone);
         }
@@ -448,6 +433,41 @@ impl ZonedDevice {
             done: in_buffer + c.cq_post.0,
             status: Ok(Some(outcome.lba)),
         }
+    }
+
+    /// Power-loss bookkeeping of a write to a sequential zone (before its blocks are counted).
+    #[inline(never)]
+    fn track_sequential_write(&mut self, now: Nanos, zone: ZoneId, in_buffer: Nanos) {
+        let progress = &self.progress;
+        self.durability.seq.writing(
+            now,
+            zone.0,
+            progress[zone.0 as usize].written,
+            in_buffer,
+            |z| progress[z as usize].written,
+            progress.len(),
+        );
+    }
+
+    /// Power-loss bookkeeping of a write to a conventional zone, durable at `durable`.
+    #[inline(never)]
+    fn track_random_write(
+        &mut self,
+        now: Nanos,
+        zone: ZoneId,
+        off: u64,
+        prior: crate::payload::Prior,
+        durable: Nanos,
+    ) {
+        let undo = &mut self.durability.undo;
+        undo.prune(now);
+        undo.push(zone.0, off, prior, durable, false);
+    }
+
+    /// The first `blocks` blocks of `zone` are durable once a program completing at `done` is.
+    #[inline(never)]
+    fn track_program(&mut self, zone: ZoneId, done: Nanos, blocks: u64) {
+        self.durability.seq.programmed(zone.0, done, blocks);
     }
 
     /// The current completion time of a management command (zone reset) that promised
