@@ -27,6 +27,9 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Override a zn540 profile field, e.g. `--set power_loss_protection=false` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
 }
 
 fn jobs(args: &[&str]) -> Result<Vec<options::JobSpec>> {
@@ -113,7 +116,7 @@ fn rand_read_case(profile: &Profile, commands: u64) -> Result<(u64, f64)> {
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
-    let profile = Profile::load("zn540", &[])?;
+    let profile = Profile::load("zn540", &Profile::parse_overrides(&args.set)?)?;
     let n = args.commands.max(1);
     let want = |c: &str| args.case.as_deref().is_none_or(|x| x == c);
     let mut cases = Vec::new();

@@ -14,6 +14,12 @@
 //!     32    …  body      postcard encoding of { clock: Nanos, device: ZonedDevice }
 //! ```
 //!
+//! Format 2 added the device's power-loss bookkeeping (the last device field). Format 1 images
+//! still load: postcard writes fields one after another without names, so a format 1 body
+//! followed by the encoding of the fields added since, at their defaults, is a format 2 body
+//! ([`ZonedDevice::fields_added_since_image_v1`]). Format 1 images were written with and
+//! without the management queue (added without a version change), and both are read.
+//!
 //! Loading checks each layer before trusting the next (signature, version, length, checksum,
 //! decoding, then [`ZonedDevice::validate_loaded`]) and never panics, whatever the bytes.
 //! Saving writes a temporary file next to the image and renames it over the old one, so an
@@ -30,8 +36,8 @@ use zonelab_sim::Nanos;
 
 /// The file signature.
 pub const MAGIC: [u8; 8] = *b"ZONELAB\0";
-/// The body layout this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The body layout this build writes (it also reads format 1).
+pub const FORMAT_VERSION: u32 = 2;
 /// Bytes before the body.
 pub const HEADER_LEN: usize = 32;
 
@@ -166,7 +172,7 @@ pub fn decode(bytes: &[u8]) -> Result<Image, ImageError> {
         });
     }
     let version = le_u32(bytes, 8);
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != 1 {
         return Err(ImageError::Version { found: version });
     }
     let flags = le_u32(bytes, 12);
@@ -190,7 +196,27 @@ pub fn decode(bytes: &[u8]) -> Result<Image, ImageError> {
     if stored != computed {
         return Err(ImageError::Checksum { stored, computed });
     }
+    if version == 1 {
+        return decode_v1_body(body);
+    }
     decode_body(body)
+}
+
+/// A format 1 body: completed with the defaults of the fields added since. Format 1 bodies
+/// from before the management queue lack that field too; a body decodes under only one of the
+/// two readings (the other leaves bytes over or runs short).
+fn decode_v1_body(body: &[u8]) -> Result<Image, ImageError> {
+    let (management, durability) = ZonedDevice::fields_added_since_image_v1();
+    let enc = |e: postcard::Error| ImageError::Encode(e.to_string());
+    let management = postcard::to_stdvec(&management).map_err(enc)?;
+    let durability = postcard::to_stdvec(&durability).map_err(enc)?;
+    let with_management_queue = [body, &durability].concat();
+    match decode_body(&with_management_queue) {
+        Err(ImageError::Decode(_) | ImageError::TrailingBytes(_)) => {
+            decode_body(&[body, &management, &durability].concat())
+        }
+        other => other,
+    }
 }
 
 /// Decodes and validates a body whose checksum already matched.
@@ -368,6 +394,65 @@ mod tests {
             decode(&garbage).unwrap_err(),
             ImageError::Decode(_)
         ));
+    }
+
+    /// The same device as a format 1 image: its body without the fields added since
+    /// (`drop` of them, newest first).
+    fn v1_bytes(drop: usize) -> Vec<u8> {
+        let good = image_bytes();
+        let (management, durability) = ZonedDevice::fields_added_since_image_v1();
+        let mut cut = postcard::to_stdvec(&durability).unwrap().len();
+        if drop == 2 {
+            cut += postcard::to_stdvec(&management).unwrap().len();
+        }
+        let mut b = good[..good.len() - cut].to_vec();
+        b[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let body_len = (b.len() - HEADER_LEN) as u64;
+        b[16..24].copy_from_slice(&body_len.to_le_bytes());
+        reseal(b)
+    }
+
+    #[test]
+    fn format_1_images_still_load() {
+        let current = decode(&image_bytes()).unwrap();
+        for drop in [1, 2] {
+            let img = decode(&v1_bytes(drop)).unwrap_or_else(|e| panic!("drop {drop}: {e}"));
+            assert_eq!(img.clock, current.clock);
+            // Saved again, it is a current image of the same device.
+            assert_eq!(
+                encode(img.clock, &img.device).unwrap(),
+                encode(current.clock, &current.device).unwrap()
+            );
+        }
+        // Without the completion, a format 1 body does not decode as format 2.
+        let mut as_v2 = v1_bytes(1);
+        as_v2[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        assert!(matches!(
+            decode(&reseal(as_v2)).unwrap_err(),
+            ImageError::Decode(_)
+        ));
+    }
+
+    #[test]
+    fn images_keep_power_loss_bookkeeping() {
+        let ov = Profile::parse_overrides(&[
+            "zones=4".to_string(),
+            "power_loss_protection=false".to_string(),
+        ])
+        .unwrap();
+        let p = Profile::load("znsplus-mlc", &ov).unwrap();
+        let mut d = ZonedDevice::new(p, PayloadMode::Full).unwrap();
+        let t = Nanos::ZERO;
+        let buf = vec![9u8; d.lba_size() as usize * 6];
+        let w = d.write(t, t, Lba(0), WriteData::Bytes(&buf), false);
+        let bytes = encode(w.done, &d).unwrap();
+        let mut loaded = decode(&bytes).unwrap().device;
+        // The loaded device loses what the original would.
+        let a = d.power_cut(w.done);
+        let b = loaded.power_cut(w.done);
+        assert_eq!(a, b);
+        assert!(a.lost_blocks > 0);
+        assert_eq!(loaded.zones().zones(), d.zones().zones());
     }
 
     #[test]

@@ -136,6 +136,31 @@ impl ZonedDevice {
             sequential_blocks = sequential_blocks.saturating_add(prog.written);
         }
 
+        let zones_ref = self.zones.zones();
+        self.durability
+            .seq
+            .check(zones, |z| {
+                zones_ref
+                    .get(z as usize)
+                    .filter(|zone| zone.ztype == ZoneType::SequentialWriteRequired)
+                    .map(|_| self.progress[z as usize].written)
+            })
+            .map_err(|e| format!("power-loss bookkeeping: {e}"))?;
+        self.durability
+            .undo
+            .check(self.data.mode(), &self.data, |z| {
+                zones_ref
+                    .get(z as usize)
+                    .filter(|zone| zone.ztype == ZoneType::Conventional)
+                    .map(|zone| zone.size)
+            })
+            .map_err(|e| format!("power-loss bookkeeping: {e}"))?;
+        if self.profile.controller.power_loss_protection
+            && (!self.durability.seq.is_empty() || !self.durability.undo.is_empty())
+        {
+            return Err("power-loss bookkeeping on a device with power-loss protection".into());
+        }
+
         let per_block = match self.data.mode() {
             PayloadMode::Full => self.lba_size,
             PayloadMode::Fingerprint => 8,
@@ -234,5 +259,60 @@ mod tests {
         let mut d = used(device());
         d.profile.geometry.lba_size.0 = 3;
         assert!(d.validate_loaded().unwrap_err().contains("profile"));
+    }
+
+    #[test]
+    fn power_loss_bookkeeping_is_checked() {
+        let ov = Profile::parse_overrides(&[
+            "zones=8".to_string(),
+            "conventional_zones=1".to_string(),
+            "power_loss_protection=false".to_string(),
+        ])
+        .unwrap();
+        let p = Profile::load("znsplus-mlc", &ov).unwrap();
+        let fresh = || {
+            let mut d = ZonedDevice::new(p.clone(), PayloadMode::Full).unwrap();
+            let zs = d.zones().geometry().zone_size;
+            let t = Nanos::ZERO;
+            let buf = vec![7u8; d.lba_size() as usize * 5];
+            assert!(
+                d.write(t, t, Lba(zs), WriteData::Bytes(&buf), false)
+                    .status
+                    .is_ok()
+            );
+            assert!(
+                d.write(t, t, Lba(3), WriteData::Bytes(&buf), false)
+                    .status
+                    .is_ok()
+            );
+            assert!(!d.durability.seq.is_empty() && !d.durability.undo.is_empty());
+            d
+        };
+        fresh().validate_loaded().unwrap();
+
+        let mut d = fresh();
+        d.progress[1].written = 2;
+        d.zones = {
+            // Keep the zone set consistent with the shrunken progress: only the bookkeeping
+            // now claims more than the zone holds.
+            let mut z = d.zones.clone();
+            z.power_up(&[(crate::zone::ZoneId(1), 2)]);
+            z
+        };
+        d.progress[1].programmed_chunks = 0;
+        d.data.truncate(1, 2);
+        assert!(
+            d.validate_loaded()
+                .unwrap_err()
+                .contains("power-loss bookkeeping")
+        );
+
+        let mut d = fresh();
+        d.profile.controller.power_loss_protection = true;
+        assert!(
+            d.validate_loaded()
+                .unwrap_err()
+                .contains("power-loss bookkeeping")
+        );
     }
 }

@@ -10,6 +10,7 @@
 //! either, as the profile's `namespace` field says.
 
 pub mod conventional;
+pub mod durability;
 pub mod ftl;
 pub mod host_stack;
 pub mod image_check;
@@ -23,6 +24,7 @@ pub mod zns;
 pub mod zone;
 
 pub use conventional::ConventionalDevice;
+pub use durability::PowerCutReport;
 pub use ftl::FtlCounters;
 pub use host_stack::{HostStack, IoCmd, IoDone, IoEngine, IoScheduler};
 pub use namespace::Namespace;

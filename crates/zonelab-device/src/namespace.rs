@@ -4,6 +4,7 @@
 //! a ZNS SSD and on its block-interface twin (seed 003).
 
 use crate::conventional::ConventionalDevice;
+use crate::durability::PowerCutReport;
 use crate::ftl::FtlCounters;
 use crate::payload::{PayloadMode, ReadData, WriteData};
 use crate::profile::NamespaceKind;
@@ -138,6 +139,11 @@ impl Namespace {
     }
     pub fn flush(&mut self, now: Nanos, at: Nanos) -> Completion {
         each!(self, d => d.flush(now, at))
+    }
+
+    /// The device loses power at `at` and power returns (see [`ZonedDevice::power_cut`]).
+    pub fn power_cut(&mut self, at: Nanos) -> PowerCutReport {
+        each!(self, d => d.power_cut(at))
     }
 
     /// Current completion time of a zone management command that promised `promised` (see

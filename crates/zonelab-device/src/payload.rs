@@ -34,12 +34,23 @@ pub enum WriteData<'a> {
     Fingerprints(&'a [u64]),
 }
 
-impl WriteData<'_> {
+impl<'a> WriteData<'a> {
     /// Number of logical blocks carried (bytes must be whole blocks; checked by the device).
     pub fn blocks(&self, lba_size: u64) -> u64 {
         match self {
             WriteData::Bytes(b) => b.len() as u64 / lba_size,
             WriteData::Fingerprints(f) => f.len() as u64,
+        }
+    }
+
+    /// Block `i` alone.
+    pub fn block(&self, lba_size: u64, i: u64) -> WriteData<'a> {
+        match *self {
+            WriteData::Bytes(b) => {
+                let s = (i * lba_size) as usize;
+                WriteData::Bytes(&b[s..s + lba_size as usize])
+            }
+            WriteData::Fingerprints(f) => WriteData::Fingerprints(&f[i as usize..=i as usize]),
         }
     }
 }
@@ -155,6 +166,49 @@ enum ZoneContent {
     /// Conventional zone: written blocks by offset in the zone.
     RandFull(BTreeMap<u64, Vec<u8>>),
     RandFingerprint(BTreeMap<u64, u64>),
+}
+
+/// Earlier contents of some blocks of a randomly written zone (the undo record of a write that
+/// may not survive a power loss). Unwritten blocks are `None`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Prior {
+    /// Blocks covered.
+    n: u64,
+    blocks: PriorBlocks,
+    /// Fingerprint mode with blocks kept whole: the whole copy of each block, if any.
+    whole: Option<Vec<Option<Vec<u8>>>>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum PriorBlocks {
+    /// The zone held nothing.
+    Unwritten,
+    Full(Vec<Option<Vec<u8>>>),
+    Fingerprint(Vec<Option<u64>>),
+}
+
+impl Prior {
+    /// Blocks covered.
+    pub(crate) fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// Whether this record fits a store in `mode` (checks of loaded images).
+    pub(crate) fn fits(&self, mode: PayloadMode) -> bool {
+        let n = self.n as usize;
+        let blocks = match (&self.blocks, mode) {
+            (PriorBlocks::Unwritten, _) => true,
+            (PriorBlocks::Full(v), PayloadMode::Full) => v.len() == n,
+            (PriorBlocks::Fingerprint(v), PayloadMode::Fingerprint) => v.len() == n,
+            _ => false,
+        };
+        let whole = match (&self.whole, mode) {
+            (None, _) => true,
+            (Some(w), PayloadMode::Fingerprint) => w.len() == n,
+            (Some(_), PayloadMode::Full) => false,
+        };
+        blocks && whole
+    }
 }
 
 /// Data of every zone. Zones without data cost one small enum each.
@@ -338,6 +392,112 @@ impl DataStore {
         }
     }
 
+    /// Whether a zone holds sequential (`Some(true)`) or randomly written (`Some(false)`)
+    /// content, or nothing.
+    pub(crate) fn is_sequential(&self, zone: u32) -> Option<bool> {
+        self.zones
+            .get(zone as usize)?
+            .as_ref()
+            .map(|c| matches!(c, ZoneContent::SeqFull(_) | ZoneContent::SeqFingerprint(_)))
+    }
+
+    /// Keeps only the first `blocks` blocks of a sequential zone's data (a power loss dropped
+    /// the rest: the write pointer fell back).
+    pub(crate) fn truncate(&mut self, zone: u32, blocks: u64) {
+        if blocks == 0 {
+            self.clear(zone);
+            return;
+        }
+        let lba = self.lba_size;
+        match self.zones[zone as usize].as_mut() {
+            Some(ZoneContent::SeqFull(v)) => v.truncate((blocks * lba) as usize),
+            Some(ZoneContent::SeqFingerprint(v)) => v.truncate(blocks as usize),
+            Some(ZoneContent::RandFull(_) | ZoneContent::RandFingerprint(_)) => {
+                panic!("truncate of a randomly written zone")
+            }
+            None => {}
+        }
+        if !self.whole.is_empty() {
+            let keys: Vec<(u32, u64)> = self
+                .whole
+                .range((zone, blocks)..(zone + 1, 0))
+                .map(|(k, _)| *k)
+                .collect();
+            for k in keys {
+                self.whole.remove(&k);
+            }
+        }
+    }
+
+    /// What blocks `off..off+n` of a randomly written zone hold now, to put back with
+    /// [`DataStore::restore`] if a later write to them is lost.
+    pub(crate) fn prior(&self, zone: u32, off: u64, n: u64) -> Prior {
+        let whole = (self.mode == PayloadMode::Fingerprint && !self.whole.is_empty()).then(|| {
+            (off..off + n)
+                .map(|i| self.whole.get(&(zone, i)).cloned())
+                .collect()
+        });
+        let blocks = match self.zones[zone as usize].as_ref() {
+            Some(ZoneContent::RandFull(m)) => {
+                PriorBlocks::Full((off..off + n).map(|i| m.get(&i).cloned()).collect())
+            }
+            Some(ZoneContent::RandFingerprint(m)) => {
+                PriorBlocks::Fingerprint((off..off + n).map(|i| m.get(&i).copied()).collect())
+            }
+            Some(ZoneContent::SeqFull(_) | ZoneContent::SeqFingerprint(_)) => {
+                panic!("prior contents of a sequential zone")
+            }
+            None => PriorBlocks::Unwritten,
+        };
+        Prior { n, blocks, whole }
+    }
+
+    /// Puts block `i` of `prior` (taken at offset `off` of `zone`) back.
+    pub(crate) fn restore(&mut self, zone: u32, off: u64, prior: &Prior, i: usize) {
+        let at = off + i as u64;
+        match &prior.whole {
+            Some(w) => match &w[i] {
+                Some(b) => {
+                    self.whole.insert((zone, at), b.clone());
+                }
+                None => {
+                    self.whole.remove(&(zone, at));
+                }
+            },
+            None => {
+                if !self.whole.is_empty() {
+                    self.whole.remove(&(zone, at));
+                }
+            }
+        }
+        match (self.zones[zone as usize].as_mut(), &prior.blocks) {
+            (Some(ZoneContent::RandFull(m)), PriorBlocks::Full(v)) => match &v[i] {
+                Some(b) => {
+                    m.insert(at, b.clone());
+                }
+                None => {
+                    m.remove(&at);
+                }
+            },
+            (Some(ZoneContent::RandFingerprint(m)), PriorBlocks::Fingerprint(v)) => match v[i] {
+                Some(fp) => {
+                    m.insert(at, fp);
+                }
+                None => {
+                    m.remove(&at);
+                }
+            },
+            (Some(ZoneContent::RandFull(m)), PriorBlocks::Unwritten) => {
+                m.remove(&at);
+            }
+            (Some(ZoneContent::RandFingerprint(m)), PriorBlocks::Unwritten) => {
+                m.remove(&at);
+            }
+            (None, PriorBlocks::Unwritten) => {}
+            _ => panic!("restore into a zone of another kind"),
+        }
+    }
+
     /// Whether `got` (as this store returns it) equals blocks written as `expected` fingerprints
     /// (or bytes). Used by verifying workloads.
     pub fn matches(&self, expected: WriteData<'_>, got: &ReadData) -> bool {
@@ -436,6 +596,55 @@ mod tests {
         s.read(1, 0, 1, &mut out);
         assert!(out.bytes.is_empty());
         assert_eq!(s.stored_bytes(), 8);
+    }
+
+    #[test]
+    fn truncate_drops_the_tail_of_a_sequential_zone() {
+        for mode in [PayloadMode::Full, PayloadMode::Fingerprint] {
+            let mut s = DataStore::new(mode, 512, 2);
+            s.write(1, 0, true, WriteData::Fingerprints(&[1, 2]));
+            s.write(1, 2, true, WriteData::Bytes(&[3u8; 1024]));
+            let mut kept = ReadData::default();
+            s.read(1, 0, 3, &mut kept);
+            s.truncate(1, 3);
+            let mut out = ReadData::default();
+            s.read(1, 0, 3, &mut out);
+            assert_eq!(out, kept);
+            out.clear();
+            s.read(1, 3, 1, &mut out);
+            assert!(s.matches(WriteData::Bytes(&[0u8; 512]), &out));
+            // Writing continues at the new end.
+            s.write(1, 3, true, WriteData::Fingerprints(&[9]));
+            out.clear();
+            s.read(1, 3, 1, &mut out);
+            assert!(s.matches(WriteData::Fingerprints(&[9]), &out));
+            s.truncate(1, 0);
+            assert_eq!(s.stored_bytes(), 0);
+        }
+    }
+
+    #[test]
+    fn restore_puts_back_what_a_random_write_replaced() {
+        for mode in [PayloadMode::Full, PayloadMode::Fingerprint] {
+            let mut s = DataStore::new(mode, 512, 1);
+            let p0 = s.prior(0, 4, 2);
+            s.write(0, 4, false, WriteData::Fingerprints(&[1, 2]));
+            let mut before = ReadData::default();
+            s.read(0, 3, 4, &mut before);
+            let p1 = s.prior(0, 5, 2);
+            assert_eq!(p1.len(), 2);
+            s.write(0, 5, false, WriteData::Bytes(&[7u8; 1024]));
+            for i in 0..2 {
+                s.restore(0, 5, &p1, i);
+            }
+            let mut after = ReadData::default();
+            s.read(0, 3, 4, &mut after);
+            assert_eq!(before, after);
+            for i in 0..2 {
+                s.restore(0, 4, &p0, i);
+            }
+            assert_eq!(s.stored_bytes(), 0);
+        }
     }
 
     #[test]

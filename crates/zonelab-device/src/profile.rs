@@ -631,6 +631,19 @@ mod tests {
     }
 
     #[test]
+    fn power_loss_protection_can_be_switched_off() {
+        for (name, _) in BUILTIN {
+            let p = Profile::load(name, &[]).unwrap();
+            assert!(p.controller.power_loss_protection, "{name}");
+            for key in ["power_loss_protection", "controller.power_loss_protection"] {
+                let p = Profile::load(name, &ov(&[&format!("{key}=false")])).unwrap();
+                assert!(!p.controller.power_loss_protection, "{name} {key}");
+            }
+        }
+        assert!(Profile::load("zn540", &ov(&["power_loss_protection=maybe"])).is_err());
+    }
+
+    #[test]
     fn zn540_matches_the_drive() {
         let p = Profile::load("zn540", &[]).unwrap();
         assert_eq!(p.zns.zones, 904);

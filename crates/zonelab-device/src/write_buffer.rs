@@ -71,6 +71,23 @@ impl WriteBuffer {
         self.used -= lbas;
     }
 
+    /// The buffer as power returns after a power loss: it holds `lbas` (the partial pages the
+    /// device keeps across the loss, reloaded from where they were saved) and no program is
+    /// scheduled. Everything else was either programmed or lost.
+    pub fn power_up(&mut self, lbas: u64) {
+        assert!(
+            lbas <= self.capacity,
+            "{lbas} LBAs kept across a power loss do not fit the write buffer"
+        );
+        self.releases.clear();
+        self.used = lbas;
+    }
+
+    /// LBAs held (admitted and not yet freed as of the last admission).
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
     /// When every scheduled program has completed.
     pub fn drained_at(&self, now: Nanos) -> Nanos {
         self.releases

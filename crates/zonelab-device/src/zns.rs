@@ -6,6 +6,7 @@
 //! engine, PCIe link, write buffer, channels and dies (DESIGN.md "Resources are timelines"). The
 //! caller (the host stack model) waits until that time.
 
+use crate::durability::{Durability, PowerCutReport};
 use crate::ftl::PageFtl;
 use crate::mapping::ZoneMapper;
 use crate::payload::{DataStore, PayloadMode, ReadData, WriteData};
@@ -101,6 +102,11 @@ pub struct ZonedDevice {
     /// Zone resets in progress on the firmware's low-priority management path.
     #[serde(default)]
     pub(crate) management: Management,
+    /// What a power loss would keep (kept only without power-loss protection). Last, so that
+    /// images from before it decode with it empty (see
+    /// [`ZonedDevice::fields_added_since_image_v1`]).
+    #[serde(default)]
+    pub(crate) durability: Durability,
 }
 
 /// Zone management work runs on the firmware core at lower priority than I/O: it uses the core
@@ -138,6 +144,13 @@ impl Management {
             }
         }
         self.free_at += fw;
+    }
+
+    /// Power lost at `at`: management commands already submitted count as completed (their
+    /// effect on the zones was applied at submission) and nothing is queued any more.
+    fn power_cut(&mut self, at: Nanos) {
+        self.pending.clear();
+        self.free_at = self.free_at.min(at);
     }
 
     fn current(&self, promised: Nanos) -> Nanos {
@@ -217,8 +230,19 @@ impl ZonedDevice {
             map,
             conventional,
             management: Management::default(),
+            durability: Durability::default(),
             profile,
         })
+    }
+
+    /// For readers of older device images: the fields the serialized device gained after
+    /// image format 1, oldest first, each with the value a device without that history has
+    /// (`management`: nothing queued; `durability`: nothing pending, i.e. what the image holds
+    /// counts as durable). Both are the last fields of the device, so an old body followed by
+    /// their encoding is a current body. `#[serde(default)]` alone does not do this for
+    /// formats without field names, such as the postcard encoding of images.
+    pub fn fields_added_since_image_v1() -> (impl Serialize, impl Serialize) {
+        (Management::default(), Durability::default())
     }
 
     pub fn profile(&self) -> &Profile {
@@ -314,12 +338,16 @@ impl ZonedDevice {
         let full_chunks = self.lbas_per_chunk.quotient(written);
         let mut last = ready;
         let lpc = self.lbas_per_chunk.get();
+        let plp = self.profile.controller.power_loss_protection;
         while self.progress[zone.0 as usize].programmed_chunks < full_chunks {
             let c = self.progress[zone.0 as usize].programmed_chunks;
             let page = self.map.page_of(zone.0, c);
             let done = self.flash.program(now, ready, page);
             self.buffer.release_at(done, lpc);
             self.progress[zone.0 as usize].programmed_chunks = c + 1;
+            if !plp {
+                self.track_program(zone, done, (c + 1) * lpc);
+            }
             last = last.max(done);
         }
         last
@@ -391,10 +419,20 @@ impl ZonedDevice {
         };
         let in_buffer = self.buffer.admit(t, nlb);
         self.counters.written_lbas += nlb;
+        // Without power-loss protection: what a random write replaces, kept until it is
+        // durable; the blocks a sequential zone holds, all durable unless tracked.
+        let plp = c.power_loss_protection;
+        let prior = (conventional && !plp).then(|| self.data.prior(zone.0, off, nlb));
+        if !conventional && !plp {
+            self.track_sequential_write(now, zone, in_buffer);
+        }
         self.data.write(zone.0, off, !conventional, data);
         self.progress[zone.0 as usize].written += nlb;
         if conventional {
-            self.program_conventional(now, in_buffer, zone, off, nlb);
+            let durable = self.program_conventional(now, in_buffer, zone, off, nlb);
+            if let Some(prior) = prior {
+                self.track_random_write(now, zone, off, prior, durable);
+            }
         } else {
             let ready = self.ensure_mapped(now, in_buffer, zone);
             self.program_full_chunks(now, ready, zone);
@@ -403,6 +441,41 @@ impl ZonedDevice {
             done: in_buffer + c.cq_post.0,
             status: Ok(Some(outcome.lba)),
         }
+    }
+
+    /// Power-loss bookkeeping of a write to a sequential zone (before its blocks are counted).
+    #[inline(never)]
+    fn track_sequential_write(&mut self, now: Nanos, zone: ZoneId, in_buffer: Nanos) {
+        let progress = &self.progress;
+        self.durability.seq.writing(
+            now,
+            zone.0,
+            progress[zone.0 as usize].written,
+            in_buffer,
+            |z| progress[z as usize].written,
+            progress.len(),
+        );
+    }
+
+    /// Power-loss bookkeeping of a write to a conventional zone, durable at `durable`.
+    #[inline(never)]
+    fn track_random_write(
+        &mut self,
+        now: Nanos,
+        zone: ZoneId,
+        off: u64,
+        prior: crate::payload::Prior,
+        durable: Nanos,
+    ) {
+        let undo = &mut self.durability.undo;
+        undo.prune(now);
+        undo.push(zone.0, off, prior, durable, false);
+    }
+
+    /// The first `blocks` blocks of `zone` are durable once a program completing at `done` is.
+    #[inline(never)]
+    fn track_program(&mut self, zone: ZoneId, done: Nanos, blocks: u64) {
+        self.durability.seq.programmed(zone.0, done, blocks);
     }
 
     /// The current completion time of a management command (zone reset) that promised
@@ -418,7 +491,15 @@ impl ZonedDevice {
         (self.buffer.capacity() / 4).max(1)
     }
 
-    fn program_conventional(&mut self, now: Nanos, ready: Nanos, zone: ZoneId, off: u64, nlb: u64) {
+    /// Programs the pages of a conventional-zone write; returns when the last completes.
+    fn program_conventional(
+        &mut self,
+        now: Nanos,
+        ready: Nanos,
+        zone: ZoneId,
+        off: u64,
+        nlb: u64,
+    ) -> Nanos {
         let div = self.lbas_per_chunk;
         let lpc = div.get();
         let base = zone.0 as u64 * self.map.chunks_per_zone();
@@ -436,6 +517,7 @@ impl ZonedDevice {
             release = release.max(ftl.write(&mut self.flash, now, ready, base + chunk, partial));
         }
         self.buffer.release_at(release, nlb);
+        release
     }
 
     /// Read of `nlb` blocks from `slba`; the data is appended to `out` when given.
@@ -636,6 +718,7 @@ impl ZonedDevice {
                 self.discard_buffered(zone);
                 self.data.clear(zone.0);
                 self.progress[zone.0 as usize] = ZoneProgress::default();
+                self.durability.seq.forget(zone.0);
                 // Blocks are erased when the group is next handed out, not now.
                 self.map.release(zone.0);
                 (t, t)
@@ -646,6 +729,8 @@ impl ZonedDevice {
                     return (t, t);
                 }
                 self.counters.zone_finishes += 1;
+                // Submitted means done for a power loss: the zone is whole (padded) on flash.
+                self.durability.seq.forget(zone.0);
                 if o.written == 0 {
                     // Nothing written: no flash block is open, so nothing needs padding; the
                     // zone is only marked full (the ZN540 finishes an empty zone in ~13 us).
@@ -713,16 +798,140 @@ impl ZonedDevice {
         end
     }
 
-    /// Flush: completes when every buffered full page is programmed. Partial pages stay in the
-    /// buffer, which is protected against power loss on every shipped profile.
+    /// Flush: completes when every buffered full page is programmed. With power-loss
+    /// protection partial pages stay in the buffer (the capacitors save them). Without it the
+    /// flush also programs each zone's partial page, to a staging area on the die the page
+    /// belongs to (the zone's own page is programmed when it fills, as always), and everything
+    /// written before the flush is durable when it completes (see [`crate::durability`]).
     pub fn flush(&mut self, now: Nanos, at: Nanos) -> Completion {
         let c = self.profile.controller;
         let at = self.arrive(at);
         let t = self.firmware.run(now, at, c.read_cost.0);
+        let mut done = self.buffer.drained_at(now).max(t);
+        if !c.power_loss_protection {
+            done = done.max(self.stage_partial_pages(now, t));
+            let progress = &self.progress;
+            self.durability
+                .seq
+                .flushed(now, done, |z| progress[z as usize].written);
+        }
         Completion {
-            done: self.buffer.drained_at(now).max(t) + c.cq_post.0,
+            done: done + c.cq_post.0,
             status: Ok(None),
         }
+    }
+
+    /// Programs the partial buffered page of every zone whose last blocks nothing has made
+    /// durable yet, to a staging area on the die of the zone's next page; returns when the
+    /// last completes.
+    fn stage_partial_pages(&mut self, now: Nanos, at: Nanos) -> Nanos {
+        let progress = &self.progress;
+        let zones = self
+            .durability
+            .seq
+            .unscheduled(|z| progress[z as usize].written);
+        let ready = at.max(self.durability.seq.last_in_buffer());
+        let mut done = at;
+        for z in zones {
+            let chunk = self.progress[z as usize].programmed_chunks;
+            let die = self.map.page_of(z, chunk).block.die;
+            done = done.max(self.flash.program_unmapped(now, ready, die));
+        }
+        done
+    }
+
+    /// The device loses power at `at` and power returns: what survives and the state after
+    /// power-up. The host issued its last command at or before `at`; every command was
+    /// applied when submitted, so the state may describe work that would complete only after
+    /// `at`. Afterwards the device is idle at `at` (work in flight on the dies, channels,
+    /// link and firmware was aborted) and takes commands again.
+    ///
+    /// * With `controller.power_loss_protection`, every write the device accepted survives.
+    /// * Without it, data survives when its flash program completed by `at`, or a Flush that
+    ///   covered it did. A sequential zone keeps the longest prefix durable then: its write
+    ///   pointer falls back there, later data is dropped and the programs of later pages
+    ///   count as never done (a page that completed after one that did not is dropped too).
+    ///   Random writes to conventional zones that were not durable are undone, block by
+    ///   block, back to the newest durable contents. The conventional-zone FTL keeps its
+    ///   mapping (it decides only timing and space; pages whose program was cut stay used, as
+    ///   firmware skips them).
+    /// * Either way, management commands submitted by `at` count as completed (a reset or
+    ///   finish is not undone), zone states change as after any power loss
+    ///   ([`ZoneSet::power_up`]: opened zones Closed, Empty if nothing is left; a Full zone
+    ///   stays Full only if all of it survived, and is finished by the controller if closing
+    ///   it would exceed `max_active`), and the write buffer holds only the partial pages
+    ///   that survived (reloaded from where the capacitors or a flush saved them).
+    pub fn power_cut(&mut self, at: Nanos) -> PowerCutReport {
+        self.firmware.cancel_after(at);
+        self.pcie.cancel_after(at);
+        self.flash.cancel_after(at);
+        for e in &mut self.append_engines {
+            e.cancel_after(at);
+        }
+        self.management.power_cut(at);
+        let mut report = PowerCutReport::default();
+        let mut lost = Vec::new();
+        if !self.profile.controller.power_loss_protection {
+            report.lost_blocks += self.durability.undo.revert(at, &mut self.data);
+            for (zone, kept) in self.durability.seq.take_at(at) {
+                let z = self.zones.zone(ZoneId(zone));
+                let written = self.progress[zone as usize].written;
+                if kept >= written || matches!(z.state, ZoneState::ReadOnly | ZoneState::Offline) {
+                    continue;
+                }
+                self.roll_back_zone(zone, kept);
+                report.lost_blocks += written - kept;
+                lost.push((ZoneId(zone), kept));
+            }
+        }
+        self.durability = Durability::default();
+        let finished = self.zones.power_up(&lost);
+        for &(zone, kept) in &lost {
+            if kept == 0 {
+                self.map.release(zone.0);
+            }
+        }
+        let kept_in_buffer = self
+            .zones
+            .zones()
+            .iter()
+            .filter(|z| z.ztype == ZoneType::SequentialWriteRequired)
+            .map(|z| self.buffered_lbas(z.id))
+            .sum();
+        self.buffer.power_up(kept_in_buffer);
+        for &zone in &finished {
+            self.pad_zone(at, at, zone);
+        }
+        report.rolled_back = lost.into_iter().map(|(z, _)| z).collect();
+        report.finished_by_controller = finished;
+        report
+    }
+
+    /// Drops everything of a sequential zone past its first `kept` blocks: stored data,
+    /// programming progress, and the flash programs of the pages past the durable ones.
+    fn roll_back_zone(&mut self, zone: u32, kept: u64) {
+        let lpc = self.lbas_per_chunk.get();
+        let p = self.progress[zone as usize];
+        let keep_chunks = kept / lpc;
+        assert!(
+            keep_chunks <= p.programmed_chunks,
+            "zone {zone}: {kept} blocks durable but {} pages programmed",
+            p.programmed_chunks
+        );
+        // Chunk c of a zone is page c / width of unit c % width: a block's first rolled-back
+        // chunk is within the first `width` rolled-back ones or starts the block.
+        let width = self.map.width() as u64;
+        for c in keep_chunks..p.programmed_chunks {
+            let page = self.map.page_of(zone, c);
+            if c < keep_chunks + width || page.page == 0 {
+                self.flash.forget_programs(page.block, page.page);
+            }
+        }
+        self.progress[zone as usize] = ZoneProgress {
+            programmed_chunks: keep_chunks,
+            written: kept,
+        };
+        self.data.truncate(zone, kept);
     }
 
     /// Zone Management Receive (Report Zones): descriptors from `start`, at most `max`.
@@ -768,7 +977,8 @@ mod tests {
     use super::*;
     use crate::payload::OwnedData;
     use proptest::prelude::*;
-    use std::collections::HashMap;
+    use proptest::test_runner::TestCaseError;
+    use std::collections::{BTreeMap, HashMap};
 
     /// A small ZNS+-like device: 8 zones of 16 chunks (4 dies x 4 pages), 4 LBAs per chunk.
     fn small(sets: &[&str]) -> ZonedDevice {
@@ -1072,6 +1282,516 @@ mod tests {
         assert_eq!(c.dispatched + c.merged, 16);
         assert!(c.merged >= 8, "{c:?}");
         assert_eq!(dev.borrow().zone(ZoneId(0)).wp, Lba(16));
+    }
+
+    // ----- power loss ----------------------------------------------------------------
+
+    /// The small device without power-loss protection.
+    fn no_plp(sets: &[&str]) -> ZonedDevice {
+        let mut all = vec!["power_loss_protection=false"];
+        all.extend_from_slice(sets);
+        small(&all)
+    }
+
+    /// Writes one block per command at the write pointer of `zone`, each issued when the
+    /// previous completes, from `t`; returns when the last completes.
+    fn fill(d: &mut ZonedDevice, zone: u64, blocks: u64, first_fp: u64, mut t: Nanos) -> Nanos {
+        for k in 0..blocks {
+            let wp = d.zone(ZoneId(zone as u32)).wp;
+            let c = d.write(t, t, wp, WriteData::Fingerprints(&[first_fp + k]), false);
+            assert!(c.status.is_ok(), "{:?}", c.status);
+            t = c.done;
+        }
+        t
+    }
+
+    /// Fingerprints of the blocks read back (in pieces the device accepts).
+    fn fingerprints(d: &mut ZonedDevice, t: Nanos, slba: u64, n: u64) -> Vec<u64> {
+        let mut out = ReadData::default();
+        let step = d.buffer_limit();
+        let mut lba = slba;
+        while lba < slba + n {
+            let k = step.min(slba + n - lba);
+            let c = d.read(t, t, Lba(lba), k, Some(&mut out));
+            assert!(c.status.is_ok());
+            lba += k;
+        }
+        let mut fps = Vec::new();
+        for b in out.bytes.chunks(4096) {
+            fps.push(crate::payload::fingerprint(b));
+        }
+        fps
+    }
+
+    fn fp_block(fp: u64) -> u64 {
+        let mut b = Vec::new();
+        crate::payload::block_from_fingerprint(fp, 4096, &mut b);
+        crate::payload::fingerprint(&b)
+    }
+
+    fn zero_block() -> u64 {
+        crate::payload::fingerprint(&[0u8; 4096])
+    }
+
+    #[test]
+    fn with_plp_every_accepted_write_survives() {
+        let mut d = small(&[]);
+        let t = fill(&mut d, 0, 6, 100, Nanos(0));
+        let t = fill(&mut d, 1, 3, 200, t);
+        assert!(d.buffer.drained_at(t) > t, "programs still in flight");
+        let r = d.power_cut(t);
+        assert_eq!(r, PowerCutReport::default());
+        assert_eq!(d.zone(ZoneId(0)).wp, Lba(6));
+        assert_eq!(d.zone(ZoneId(0)).state, ZoneState::Closed);
+        assert_eq!(d.zone(ZoneId(1)).state, ZoneState::Closed);
+        assert_eq!(d.buffer.used(), 2 + 3, "the partial pages are kept");
+        d.validate_loaded().unwrap();
+        let got = fingerprints(&mut d, t, 0, 6);
+        let want: Vec<u64> = (100..106).map(fp_block).collect();
+        assert_eq!(got, want);
+        // Writing again continues where it was.
+        let t = fill(&mut d, 0, 58, 300, t);
+        assert_eq!(d.zone(ZoneId(0)).state, ZoneState::Full);
+        assert_eq!(fingerprints(&mut d, t, 4, 3)[2], fp_block(300));
+    }
+
+    #[test]
+    fn without_plp_only_programmed_pages_survive() {
+        for after_program in [false, true] {
+            let mut d = no_plp(&[]);
+            let t = fill(&mut d, 0, 6, 100, Nanos(0));
+            let programmed = d.buffer.drained_at(t);
+            assert!(programmed > t);
+            let at = if after_program {
+                programmed
+            } else {
+                programmed - Nanos(1)
+            };
+            let r = d.power_cut(at);
+            let z = d.zone(ZoneId(0)).clone();
+            if after_program {
+                assert_eq!((z.state, z.wp), (ZoneState::Closed, Lba(4)));
+                assert_eq!(r.lost_blocks, 2);
+                assert_eq!(d.flash().programmed_pages(d.map.page_of(0, 0).block), 1);
+            } else {
+                assert_eq!((z.state, z.wp), (ZoneState::Empty, Lba(0)));
+                assert_eq!(r.lost_blocks, 6);
+                assert_eq!(d.mapper().fbg_of(0), None, "an empty zone holds no flash");
+            }
+            assert_eq!(r.rolled_back, vec![ZoneId(0)]);
+            assert_eq!(d.buffer.used(), 0, "partial pages were volatile");
+            d.validate_loaded().unwrap();
+            let kept = z.wp.0;
+            let got = fingerprints(&mut d, at, 0, 6);
+            for (k, fp) in got.iter().enumerate() {
+                let want = if (k as u64) < kept {
+                    fp_block(100 + k as u64)
+                } else {
+                    zero_block()
+                };
+                assert_eq!(*fp, want, "block {k}");
+            }
+            // The lost pages can be programmed again: fill the zone and read it all.
+            let t = fill(&mut d, 0, 64 - kept, 500, at);
+            assert_eq!(d.zone(ZoneId(0)).state, ZoneState::Full);
+            let got = fingerprints(&mut d, t, 0, 64);
+            assert_eq!(got[kept as usize], fp_block(500));
+            assert_eq!(got[63], fp_block(500 + 63 - kept));
+        }
+    }
+
+    #[test]
+    fn without_plp_a_completed_flush_keeps_partial_pages() {
+        let mut d = no_plp(&[]);
+        let t = fill(&mut d, 0, 6, 100, Nanos(0));
+        let programs = d.flash_counters().programs;
+        let f = d.flush(t, t);
+        assert!(f.status.is_ok());
+        assert_eq!(
+            d.flash_counters().programs,
+            programs + 1,
+            "the partial page is programmed to staging"
+        );
+        let flushed = f.done - d.profile.controller.cq_post.0;
+        // A flush with nothing new to save programs nothing.
+        d.flush(t, t);
+        assert_eq!(d.flash_counters().programs, programs + 1);
+        // Writes after the flush are not covered by it.
+        let t2 = fill(&mut d, 0, 1, 106, t);
+        let mut before = d.clone();
+        before.power_cut(flushed - Nanos(1));
+        assert!(before.zone(ZoneId(0)).wp.0 <= 4);
+        let r = d.power_cut(flushed.max(t2));
+        assert_eq!(d.zone(ZoneId(0)).wp, Lba(6));
+        assert_eq!(r.lost_blocks, 1);
+        assert_eq!(d.buffer.used(), 2, "the flushed partial page is reloaded");
+        d.validate_loaded().unwrap();
+        let at = flushed.max(t2);
+        let got = fingerprints(&mut d, at, 0, 7);
+        let want: Vec<u64> = (100..106).map(fp_block).chain([zero_block()]).collect();
+        assert_eq!(got, want);
+        // The partial page fills and is programmed in place.
+        let t = fill(&mut d, 0, 2, 7, at);
+        let t = d.flush(t, t).done;
+        d.power_cut(t);
+        assert_eq!(d.zone(ZoneId(0)).wp, Lba(8));
+        assert_eq!(d.progress[0].programmed_chunks, 2);
+        assert_eq!(
+            fingerprints(&mut d, t, 6, 2),
+            vec![fp_block(7), fp_block(8)]
+        );
+    }
+
+    #[test]
+    fn without_plp_a_full_zone_not_yet_on_flash_is_no_longer_full() {
+        let mut d = no_plp(&[]);
+        let t = fill(&mut d, 0, 64, 0, Nanos(0));
+        assert_eq!(d.zone(ZoneId(0)).state, ZoneState::Full);
+        let r = d.power_cut(t);
+        let z = d.zone(ZoneId(0)).clone();
+        assert!(z.state == ZoneState::Closed || z.state == ZoneState::Empty);
+        assert!(z.wp.0 < 64 && z.wp.0.is_multiple_of(4));
+        assert_eq!(r.lost_blocks, 64 - z.wp.0);
+        d.validate_loaded().unwrap();
+        // A later cut long after the programs keeps everything.
+        let mut d = no_plp(&[]);
+        let t = fill(&mut d, 0, 64, 0, Nanos(0));
+        let r = d.power_cut(t + Nanos::from_ms(100));
+        assert_eq!(r, PowerCutReport::default());
+        assert_eq!(d.zone(ZoneId(0)).state, ZoneState::Full);
+    }
+
+    #[test]
+    fn without_plp_submitted_resets_and_finishes_are_done() {
+        let mut d = no_plp(&[]);
+        let t = fill(&mut d, 0, 5, 100, Nanos(0));
+        let t = fill(&mut d, 1, 5, 200, t);
+        let fin = d.zone_mgmt(t, t, ZoneAction::Finish, Lba(0), false);
+        assert!(fin.status.is_ok());
+        let rst = d.zone_mgmt(t, t, ZoneAction::Reset, Lba(64), false);
+        assert!(rst.status.is_ok());
+        let r = d.power_cut(t);
+        assert_eq!(r.lost_blocks, 0);
+        assert_eq!(d.zone(ZoneId(0)).state, ZoneState::Full);
+        assert_eq!(d.zone(ZoneId(1)).state, ZoneState::Empty);
+        assert_eq!(
+            fingerprints(&mut d, t, 0, 5),
+            (100..105).map(fp_block).collect::<Vec<_>>()
+        );
+        d.validate_loaded().unwrap();
+        let t = fill(&mut d, 1, 64, 0, t);
+        assert_eq!(d.zone(ZoneId(1)).state, ZoneState::Full);
+        // Power cut while a finish pads a zone: still Full (the command was submitted).
+        let t = fill(&mut d, 2, 3, 0, t);
+        d.zone_mgmt(t, t, ZoneAction::Finish, Lba(128), false);
+        d.power_cut(t);
+        assert_eq!(d.zone(ZoneId(2)).state, ZoneState::Full);
+        d.validate_loaded().unwrap();
+    }
+
+    #[test]
+    fn without_plp_lost_full_zones_over_the_active_limit_are_finished() {
+        // Two chip groups: even zones on dies 0-1, odd zones on dies 2-3. Four zones hold
+        // flushed data; zone 0 fills up (its last pages queue on its two dies), then zone 1
+        // takes the last active resource and its first page is programmed at once on idle
+        // dies. Power fails in between: zone 0 lost its tail but cannot be closed.
+        let mut d = no_plp(&["zone_dies=2", "max_open=5", "max_active=5"]);
+        let mut t = Nanos(0);
+        for z in 4..8 {
+            t = fill(&mut d, z, 2, 1000 * z, t);
+        }
+        t = d.flush(t, t).done;
+        let cap = d.zone(ZoneId(0)).capacity;
+        let chunks = d.mapper().chunks_per_zone();
+        t = fill(&mut d, 0, cap, 0, t);
+        assert_eq!(d.zone(ZoneId(0)).state, ZoneState::Full);
+        let t = fill(&mut d, 1, 4, 500, t);
+        let at = t + Nanos::from_us(500);
+        let r = d.power_cut(at);
+        assert_eq!(r.finished_by_controller, vec![ZoneId(0)]);
+        let z0 = d.zone(ZoneId(0)).clone();
+        assert!(z0.finished_early() && z0.wp == z0.capacity_end(), "{z0:?}");
+        assert!(z0.written > 0 && z0.written < cap);
+        assert_eq!(d.progress[0].programmed_chunks, chunks, "padded to the end");
+        assert_eq!(
+            (d.zone(ZoneId(1)).state, d.zone(ZoneId(1)).wp),
+            (ZoneState::Closed, Lba(68))
+        );
+        assert_eq!(d.zones().active_count(), 5);
+        d.validate_loaded().unwrap();
+        let got = fingerprints(&mut d, at, 0, cap);
+        for (k, fp) in got.iter().enumerate() {
+            let want = if (k as u64) < z0.written {
+                fp_block(k as u64)
+            } else {
+                zero_block()
+            };
+            assert_eq!(*fp, want, "block {k}");
+        }
+    }
+
+    #[test]
+    fn without_plp_conventional_zone_writes_are_undone_until_programmed() {
+        let mut d = no_plp(&["conventional_zones=1"]);
+        let a = d.write(
+            Nanos(0),
+            Nanos(0),
+            Lba(3),
+            WriteData::Fingerprints(&[1]),
+            false,
+        );
+        let settled = d.flush(a.done, a.done).done;
+        let b = d.write(
+            settled,
+            settled,
+            Lba(3),
+            WriteData::Fingerprints(&[2]),
+            false,
+        );
+        let c = d.write(b.done, b.done, Lba(9), WriteData::Fingerprints(&[3]), false);
+        let r = d.power_cut(c.done);
+        assert_eq!(r.lost_blocks, 2);
+        assert_eq!(fingerprints(&mut d, c.done, 3, 1), vec![fp_block(1)]);
+        assert_eq!(fingerprints(&mut d, c.done, 9, 1), vec![zero_block()]);
+        assert!(d.durability.undo.is_empty());
+        d.validate_loaded().unwrap();
+        // Once programmed, overwrites survive.
+        let w = d.write(c.done, c.done, Lba(3), WriteData::Fingerprints(&[4]), false);
+        d.power_cut(w.done + Nanos::from_ms(10));
+        assert_eq!(fingerprints(&mut d, w.done, 3, 1), vec![fp_block(4)]);
+        d.ftl().unwrap().check_invariants();
+    }
+
+    #[test]
+    fn without_plp_bookkeeping_stays_small() {
+        // Sequential writes to three zones and random conventional writes for a while: the
+        // bookkeeping holds only what is in flight.
+        let mut d = no_plp(&["conventional_zones=1"]);
+        let mut t = Nanos(0);
+        let mut rng = zonelab_sim::SimRng::new(3);
+        let mut max_seq = (0, 0);
+        let mut max_undo = 0;
+        for i in 0..3000u64 {
+            let zone = 1 + i % 3;
+            if d.zone(ZoneId(zone as u32)).state == ZoneState::Full {
+                t = d
+                    .zone_mgmt(t, t, ZoneAction::Reset, Lba(zone * 64), false)
+                    .done;
+            }
+            t = fill(&mut d, zone, 1, i, t);
+            let c = d.write(
+                t,
+                t,
+                Lba(rng.below(64)),
+                WriteData::Fingerprints(&[i]),
+                false,
+            );
+            t = c.done;
+            let (zones, events) = d.durability.seq.size();
+            max_seq = (max_seq.0.max(zones), max_seq.1.max(events));
+            max_undo = max_undo.max(d.durability.undo.size().1);
+        }
+        assert!(max_seq.0 <= 4 && max_seq.1 <= 64, "{max_seq:?}");
+        let buffer_lbas = d.profile.controller.write_buffer.0 / 4096;
+        assert!(max_undo <= buffer_lbas, "{max_undo} blocks in the undo log");
+    }
+
+    /// Reads back every zone of the small device with one conventional zone and checks it
+    /// against the model: sequential zones hold their model blocks up to `written` and zeros
+    /// after; the conventional zone holds `conv`.
+    fn check_contents(
+        d: &mut ZonedDevice,
+        t: Nanos,
+        seq: &[Vec<u64>],
+        conv: &BTreeMap<u64, u64>,
+    ) -> Result<(), TestCaseError> {
+        let got = fingerprints(d, t, 0, 64);
+        for (lba, fp) in got.iter().enumerate() {
+            let want = conv
+                .get(&(lba as u64))
+                .map_or(zero_block(), |&f| fp_block(f));
+            prop_assert_eq!(*fp, want, "conventional lba {}", lba);
+        }
+        for z in 1..8u64 {
+            let written = d.zone(ZoneId(z as u32)).written;
+            prop_assert_eq!(written, seq[z as usize].len() as u64, "zone {} written", z);
+            let got = fingerprints(d, t, z * 64, 64);
+            for (k, fp) in got.iter().enumerate() {
+                let want = seq[z as usize]
+                    .get(k)
+                    .map_or(zero_block(), |&f| fp_block(f));
+                prop_assert_eq!(*fp, want, "zone {} block {}", z, k);
+            }
+        }
+        Ok(())
+    }
+
+    /// A flush the model saw complete: when, each zone's (resets so far, blocks), and how many
+    /// conventional writes preceded it.
+    struct FlushSeen {
+        done: Nanos,
+        zones: Vec<(u32, u64)>,
+        conv_writes: usize,
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        /// A power cut at a random time after any sequence of writes, appends, conventional
+        /// writes, flushes, resets, finishes, opens and closes: zone invariants hold, no write
+        /// pointer moves forward, what survived reads back exactly, data a completed flush
+        /// covered always survives (everything does with power-loss protection), writing
+        /// again works (no flash assertion trips), and a second cut is just as clean.
+        #[test]
+        fn power_cut_at_any_time_keeps_what_was_durable(
+            plp in any::<bool>(),
+            ops in proptest::collection::vec((0u8..8, 0u64..8, 0u64..64, 1u64..7), 1..100),
+            cut_after in 0u64..3_000_000,
+            second_cut in 0u64..3_000_000,
+        ) {
+            let mut d = small(&["conventional_zones=1", if plp { "power_loss_protection=true" } else { "power_loss_protection=false" }]);
+            let mut seq: Vec<Vec<u64>> = vec![Vec::new(); 8];
+            let mut resets = [0u32; 8];
+            // Conventional zone: every successful write of each block, in order.
+            let mut history: BTreeMap<u64, Vec<(usize, u64)>> = BTreeMap::new();
+            let mut conv_writes = 0usize;
+            let mut flushes: Vec<FlushSeen> = Vec::new();
+            let mut t = Nanos(0);
+            let mut stamp = 0u64;
+            let mut fresh = |n: u64| -> Vec<u64> { (0..n).map(|_| { stamp += 1; stamp }).collect() };
+            for (op, zone, off, n) in ops {
+                let zone = 1 + zone % 7;
+                let zslba = zone * 64;
+                let c = match op {
+                    0 | 1 => {
+                        let fps = fresh(n);
+                        let wp = d.zone(ZoneId(zone as u32)).wp;
+                        let c = d.write(t, t, wp, WriteData::Fingerprints(&fps), op == 1);
+                        if let Ok(Some(l)) = c.status {
+                            // The write pointer of a full zone is the next zone's start.
+                            let z = (l.0 / 64) as usize;
+                            prop_assert_eq!(l.0 % 64, seq[z].len() as u64);
+                            seq[z].extend(&fps);
+                        }
+                        c
+                    }
+                    2 => {
+                        let n = n.min(64 - off);
+                        let fps = fresh(n);
+                        let c = d.write(t, t, Lba(off), WriteData::Fingerprints(&fps), false);
+                        prop_assert!(c.status.is_ok());
+                        for (k, fp) in fps.iter().enumerate() {
+                            history.entry(off + k as u64).or_default().push((conv_writes, *fp));
+                        }
+                        conv_writes += 1;
+                        c
+                    }
+                    3 => {
+                        let c = d.flush(t, t);
+                        flushes.push(FlushSeen {
+                            done: c.done - d.profile.controller.cq_post.0,
+                            zones: (0..8).map(|z| (resets[z], seq[z].len() as u64)).collect(),
+                            conv_writes,
+                        });
+                        c
+                    }
+                    4 | 5 => {
+                        let action = [ZoneAction::Open, ZoneAction::Close, ZoneAction::Finish, ZoneAction::Reset][(off % 4) as usize];
+                        let c = d.zone_mgmt(t, t, action, Lba(zslba), false);
+                        if action == ZoneAction::Reset && c.status.is_ok() {
+                            seq[zone as usize].clear();
+                            resets[zone as usize] += 1;
+                        }
+                        c
+                    }
+                    _ => {
+                        // Time passes.
+                        t += Nanos(off * n * 10_000);
+                        continue;
+                    }
+                };
+                prop_assert!(c.done >= t);
+                t = t.max(c.done.saturating_sub(Nanos(1)));
+            }
+
+            let before: Vec<Zone> = d.zones().zones().to_vec();
+            let at = t + Nanos(cut_after);
+            let report = d.power_cut(at);
+            let inv = d.zones().check_invariants();
+            prop_assert!(inv.is_ok(), "{:?}", inv);
+            let valid = d.validate_loaded();
+            prop_assert!(valid.is_ok(), "{:?}", valid);
+            prop_assert_eq!(d.zones().open_count(), 0);
+            prop_assert!(d.durability.seq.is_empty() && d.durability.undo.is_empty());
+            for z in 1..8usize {
+                let (b, a) = (&before[z], d.zone(ZoneId(z as u32)));
+                prop_assert!(a.wp <= b.wp && a.written <= b.written, "zone {} moved forward", z);
+                if plp {
+                    prop_assert_eq!(a.written, b.written);
+                }
+                for f in flushes.iter().filter(|f| f.done <= at) {
+                    let (g, len) = f.zones[z];
+                    if g == resets[z] {
+                        prop_assert!(a.written >= len, "zone {} lost flushed data: {} < {}", z, a.written, len);
+                    }
+                }
+                seq[z].truncate(a.written as usize);
+            }
+            if plp {
+                prop_assert_eq!(report.lost_blocks, 0);
+            }
+            // Each conventional block holds the newest durable write: no older than what the
+            // last completed flush covered.
+            let covered = flushes.iter().filter(|f| f.done <= at).map(|f| f.conv_writes).max().unwrap_or(0);
+            let got = fingerprints(&mut d, at, 0, 64);
+            let mut conv: BTreeMap<u64, u64> = BTreeMap::new();
+            for (lba, fp) in got.iter().enumerate() {
+                let h = history.get(&(lba as u64)).cloned().unwrap_or_default();
+                let newest = h.last().map(|&(_, f)| f);
+                if plp {
+                    prop_assert_eq!(*fp, newest.map_or(zero_block(), fp_block));
+                }
+                let floor = h.iter().rposition(|&(w, _)| w < covered);
+                let allowed: Vec<u64> = match floor {
+                    Some(i) => h[i..].iter().map(|&(_, f)| fp_block(f)).collect(),
+                    None => std::iter::once(zero_block()).chain(h.iter().map(|&(_, f)| fp_block(f))).collect(),
+                };
+                prop_assert!(allowed.contains(fp), "conventional lba {} holds an impossible block", lba);
+                if let Some(&(_, f)) = h.iter().find(|&&(_, f)| fp_block(f) == *fp) {
+                    conv.insert(lba as u64, f);
+                }
+            }
+            check_contents(&mut d, at, &seq, &conv)?;
+
+            // Write again: fill every zone that can take data, closed ones first (they hold
+            // active resources), and rewrite some conventional blocks.
+            let mut t = at;
+            let mut order: Vec<u64> = (1..8).collect();
+            order.sort_by_key(|&z| d.zone(ZoneId(z as u32)).state != ZoneState::Closed);
+            for z in order {
+                while d.zone(ZoneId(z as u32)).remaining() > 0 {
+                    let zone = d.zone(ZoneId(z as u32));
+                    let k = zone.remaining().min(8);
+                    let fps = fresh(k);
+                    let c = d.write(t, t, zone.wp, WriteData::Fingerprints(&fps), false);
+                    prop_assert!(c.status.is_ok(), "refill of zone {}: {:?}", z, c.status);
+                    seq[z as usize].extend(&fps);
+                    t = c.done;
+                }
+            }
+            for lba in (0..64).step_by(5) {
+                let fps = fresh(1);
+                t = d.write(t, t, Lba(lba), WriteData::Fingerprints(&fps), false).done;
+                conv.insert(lba, fps[0]);
+            }
+            let t = d.flush(t, t).done;
+            check_contents(&mut d, t, &seq, &conv)?;
+            d.ftl().unwrap().check_invariants();
+            d.power_cut(t + Nanos(second_cut));
+            let valid = d.validate_loaded();
+            prop_assert!(valid.is_ok(), "{:?}", valid);
+            check_contents(&mut d, t, &seq, &conv)?;
+        }
     }
 
     proptest! {

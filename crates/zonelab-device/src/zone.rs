@@ -1192,6 +1192,72 @@ impl ZoneSet {
         Ok(self.outcome(i, &before, None))
     }
 
+    // ----- power loss --------------------------------------------------------
+
+    /// Zone states as power returns after a power loss.
+    ///
+    /// `lost` lists sequential zones whose host data did not all survive, each with the blocks
+    /// that did (fewer than [`Zone::written`]): their write pointer falls back to
+    /// `start + kept`. ReadOnly and Offline zones are left alone.
+    ///
+    /// Opened states live only while the controller runs: every opened zone becomes Closed,
+    /// and a Closed zone whose write pointer is at its start becomes Empty (QEMU
+    /// `nvme_zoned_ns_shutdown` / `nvme_clear_zone`, the model this state machine follows; the
+    /// implicit-open queue is emptied). A Full zone whose data did not all survive is no longer
+    /// full: it becomes Closed, or Empty when nothing is left. Closing it takes an active
+    /// resource; when none is free (`max_active`), the controller finishes the zone instead
+    /// (Full, write pointer at the capacity, the rest unwritten: a Zone Active Excursion, NVMe
+    /// ZNS command set §5.6, Zone Finished by Controller). Returns the zones finished so, in
+    /// zone order, for the device to pad.
+    pub fn power_up(&mut self, lost: &[(ZoneId, u64)]) -> Vec<ZoneId> {
+        for i in 0..self.zones.len() {
+            if self.zones[i].state.is_open() {
+                self.set_state(i, ZoneState::Closed);
+            }
+        }
+        let mut were_full = Vec::new();
+        for &(id, kept) in lost {
+            let i = id.index();
+            let z = &mut self.zones[i];
+            assert!(
+                z.ztype == ZoneType::SequentialWriteRequired && kept < z.written,
+                "zone {id}: {kept} blocks kept of {} written",
+                z.written
+            );
+            match z.state {
+                ZoneState::Closed | ZoneState::Full => {}
+                _ => continue,
+            }
+            z.wp = z.start + kept;
+            z.written = kept;
+            if z.state == ZoneState::Full {
+                if kept == 0 {
+                    self.set_state(i, ZoneState::Empty);
+                } else {
+                    were_full.push(i);
+                }
+            }
+        }
+        for i in 0..self.zones.len() {
+            let z = &self.zones[i];
+            if z.state == ZoneState::Closed && z.wp == z.start {
+                self.set_state(i, ZoneState::Empty);
+            }
+        }
+        were_full.sort_unstable();
+        let mut finished = Vec::new();
+        for i in were_full {
+            if self.geom.max_active == 0 || self.active_count() < self.geom.max_active {
+                self.set_state(i, ZoneState::Closed);
+            } else {
+                let z = &mut self.zones[i];
+                z.wp = z.capacity_end();
+                finished.push(ZoneId(i as u32));
+            }
+        }
+        finished
+    }
+
     // ----- invariants ------------------------------------------------------
 
     /// Checks every invariant in O(zones): layout matches the geometry,
@@ -1830,6 +1896,59 @@ mod tests {
         ok(&s);
     }
 
+    // ----- power loss ------------------------------------------------------------------
+
+    #[test]
+    fn power_up_closes_opened_zones_and_rolls_back_lost_data() {
+        let mut s = set(6, 1, 3, 3);
+        s.write(lba(1, 0), 5, false).unwrap(); // implicitly opened, 5 blocks
+        s.open(ZoneId(2)).unwrap(); // explicitly opened, nothing written
+        s.write(lba(3, 0), 12, false).unwrap(); // full by writes
+        s.write(lba(4, 0), 3, false).unwrap();
+        s.close(ZoneId(4)).unwrap();
+        let finished = s.power_up(&[(ZoneId(1), 2), (ZoneId(3), 7), (ZoneId(4), 0)]);
+        assert!(finished.is_empty());
+        assert_eq!((st(&s, 1), s.zone(ZoneId(1)).wp), (St::Closed, lba(1, 2)));
+        assert_eq!(st(&s, 2), St::Empty, "opened without data: empty");
+        assert_eq!((st(&s, 3), s.zone(ZoneId(3)).wp), (St::Closed, lba(3, 7)));
+        assert_eq!((st(&s, 4), s.zone(ZoneId(4)).wp), (St::Empty, lba(4, 0)));
+        assert_eq!(st(&s, 0), St::NotWritePointer);
+        assert_eq!(s.open_count(), 0);
+        assert_eq!(s.implicit_open_order().count(), 0);
+        ok(&s);
+        // Writing again opens implicitly from Closed.
+        assert!(s.write(lba(1, 2), 1, false).unwrap().implicitly_opened);
+        ok(&s);
+    }
+
+    #[test]
+    fn power_up_finishes_full_zones_that_would_exceed_max_active() {
+        let mut s = set(6, 0, 2, 2);
+        s.write(lba(2, 0), 12, false).unwrap(); // Full: no active resource
+        s.write(lba(3, 0), 12, false).unwrap();
+        s.write(lba(4, 0), 12, false).unwrap();
+        s.write(lba(0, 0), 4, false).unwrap();
+        s.write(lba(1, 0), 4, false).unwrap();
+        s.close(ZoneId(1)).unwrap();
+        assert_eq!(s.active_count(), 2);
+        // Zone 1 loses everything, freeing one active resource for zone 2; zone 3 is kept
+        // full by the controller; zone 4 loses all its data.
+        let finished = s.power_up(&[
+            (ZoneId(1), 0),
+            (ZoneId(2), 6),
+            (ZoneId(3), 1),
+            (ZoneId(4), 0),
+        ]);
+        assert_eq!(finished, vec![ZoneId(3)]);
+        assert_eq!(st(&s, 2), St::Closed);
+        let z3 = s.zone(ZoneId(3));
+        assert_eq!((z3.state, z3.wp, z3.written), (St::Full, lba(3, 12), 1));
+        assert!(z3.finished_early());
+        assert_eq!(st(&s, 4), St::Empty);
+        assert_eq!(s.active_count(), 2);
+        ok(&s);
+    }
+
     // ----- reads -------------------------------------------------------------------
 
     #[test]
@@ -2174,7 +2293,38 @@ mod tests {
                     }
                 }
                 let img = ZoneSetImage::from(s.clone());
-                prop_assert_eq!(ZoneSet::try_from(img).unwrap(), s);
+                prop_assert_eq!(ZoneSet::try_from(img).unwrap(), s.clone());
+
+                // Power loss: each zone with data keeps some of it.
+                let before = s.clone();
+                let lost: Vec<(ZoneId, u64)> = s
+                    .zones()
+                    .iter()
+                    .filter(|z| z.written > 0 && (z.state.is_active() || z.state == St::Full))
+                    .filter(|z| z.id.0 % 2 == cmds.len() as u32 % 2)
+                    .map(|z| (z.id, z.written * u64::from(z.id.0 % 3) / 3))
+                    .collect();
+                let finished = s.power_up(&lost);
+                if let Err(e) = s.check_invariants() {
+                    panic!("after power-up losing {lost:?}: {e}");
+                }
+                prop_assert_eq!(s.open_count(), 0);
+                for (b, a) in before.zones().iter().zip(s.zones()) {
+                    prop_assert!(a.written <= b.written);
+                    let kept = lost.iter().find(|l| l.0 == b.id).map(|l| l.1);
+                    match kept {
+                        Some(k) => prop_assert_eq!(a.written, k),
+                        None => prop_assert_eq!(a.written, b.written),
+                    }
+                    if finished.contains(&a.id) {
+                        prop_assert!(a.state == St::Full && a.wp == a.capacity_end());
+                    } else if a.state != St::Full {
+                        prop_assert!(a.wp <= b.wp);
+                    }
+                    if b.state == St::Full && kept.is_none() {
+                        prop_assert_eq!(a.state, St::Full);
+                    }
+                }
             }
         }
     }

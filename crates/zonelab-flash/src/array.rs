@@ -193,6 +193,52 @@ impl FlashArray {
         start + xfer + prog
     }
 
+    /// Programs one page outside the blocks the array tracks (a staging area, e.g. where a
+    /// drive without power-loss protection saves a partial page on Flush): the same channel
+    /// transfer and tPROG on `die` as [`FlashArray::program`], counted as a program, with no
+    /// block state. Returns when the program completes.
+    pub fn program_unmapped(&mut self, now: Nanos, at: Nanos, die: DieId) -> Nanos {
+        assert!(
+            die.0 < self.geometry.total_dies(),
+            "flash address out of the array: {die:?}"
+        );
+        self.counters.programs += 1;
+        let ch = self.geometry.channel_of(die) as usize;
+        let xfer = self.timing.page_transfer;
+        let d = die.0 as usize;
+        let die_free = self.dies[d].free_after(at);
+        let xfer_start = self.channels[ch].reserve(now, at.max(die_free), xfer);
+        let prog = self.timing.program;
+        let start = self.dies[d].reserve(now, xfer_start, xfer + prog);
+        start + xfer + prog
+    }
+
+    /// Rolls block `b` back to its first `keep_pages` programmed pages: the programs of the
+    /// later pages were cut by a power loss before they completed, so those pages count as
+    /// never programmed and may be programmed again (in order, as always). Counters keep the
+    /// attempted programs.
+    ///
+    /// # Panics
+    /// If `keep_pages` is more than the block has programmed.
+    pub fn forget_programs(&mut self, b: BlockAddr, keep_pages: u32) {
+        let st = self.state(b);
+        assert!(
+            keep_pages <= st.next_page,
+            "cannot keep {keep_pages} pages of {b:?}: only {} are programmed",
+            st.next_page
+        );
+        st.next_page = keep_pages;
+    }
+
+    /// Drops the die and channel time reserved from `at` on: a power loss at `at` aborts the
+    /// operations in flight (block state is rolled back separately, see
+    /// [`FlashArray::forget_programs`]).
+    pub fn cancel_after(&mut self, at: Nanos) {
+        for t in self.dies.iter_mut().chain(self.channels.iter_mut()) {
+            t.cancel_after(at);
+        }
+    }
+
     /// Reads `bytes` of a page: tR on the die, then the channel transfer out. Returns when the
     /// data is in the controller.
     pub fn read(&mut self, now: Nanos, at: Nanos, p: PageAddr, bytes: u64) -> Nanos {
@@ -320,6 +366,42 @@ mod tests {
             a.program(Nanos(0), Nanos(0), page(0, 2, p));
         }
         a.program(Nanos(0), Nanos(0), page(0, 2, 4));
+    }
+
+    #[test]
+    fn forgotten_programs_can_be_programmed_again() {
+        let mut a = array();
+        for p in 0..3 {
+            a.program(Nanos(0), Nanos(0), page(0, 1, p));
+        }
+        let b = page(0, 1, 0).block;
+        a.forget_programs(b, 1);
+        assert_eq!(a.programmed_pages(b), 1);
+        a.program(Nanos(0), Nanos(0), page(0, 1, 1));
+        assert_eq!(a.counters().programs, 4);
+        a.cancel_after(Nanos(0));
+        // The die is idle again: a program starts at once.
+        assert_eq!(
+            a.program(Nanos(0), Nanos(0), page(0, 1, 2)),
+            Nanos::from_us(24 + 390)
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "only 0 are programmed")]
+    fn cannot_keep_pages_never_programmed() {
+        let mut a = array();
+        a.forget_programs(page(1, 0, 0).block, 1);
+    }
+
+    #[test]
+    fn unmapped_programs_take_die_time_but_no_page() {
+        let mut a = array();
+        let t = a.program_unmapped(Nanos(0), Nanos(0), DieId(0));
+        assert_eq!(t, Nanos::from_us(24 + 390));
+        assert_eq!(a.program(Nanos(0), Nanos(0), page(0, 0, 0)), t + t);
+        assert_eq!(a.counters().programs, 2);
+        assert_eq!(a.programmed_pages(page(0, 0, 0).block), 1);
     }
 
     #[test]

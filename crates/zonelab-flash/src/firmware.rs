@@ -30,6 +30,13 @@ impl Firmware {
         self.cores[best].reserve(now, at, cost) + cost
     }
 
+    /// Drops the work reserved from `at` on (a power loss at `at` aborts it).
+    pub fn cancel_after(&mut self, at: Nanos) {
+        for c in &mut self.cores {
+            c.cancel_after(at);
+        }
+    }
+
     pub fn busy_total(&self) -> Nanos {
         self.cores
             .iter()

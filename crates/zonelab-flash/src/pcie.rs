@@ -45,6 +45,11 @@ impl PcieLink {
             }
         }
     }
+    /// Drops the transfers reserved from `at` on (a power loss at `at` aborts them).
+    pub fn cancel_after(&mut self, at: Nanos) {
+        self.to_device.cancel_after(at);
+        self.to_host.cancel_after(at);
+    }
     #[inline(always)]
     /// Host-to-device DMA of `bytes` starting no earlier than `at`; returns when it ends.
     pub fn to_device(&mut self, now: Nanos, at: Nanos, bytes: u64) -> Nanos {

@@ -153,6 +153,30 @@ impl Timeline {
         }
     }
 
+    /// Drops every reservation from `at` on, cutting one that spans `at` short: the work was
+    /// aborted (a power loss at `at`). The reserved total shrinks by the time given back.
+    pub fn cancel_after(&mut self, at: Nanos) {
+        while self.busy.len() > self.head {
+            let last = self.busy.len() - 1;
+            let (s, e) = self.busy[last];
+            if e <= at {
+                break;
+            }
+            let keep_from = s.max(at);
+            self.busy_total = self.busy_total.saturating_sub(e - keep_from);
+            if s >= at {
+                self.busy.pop();
+            } else {
+                self.busy[last].1 = at;
+                break;
+            }
+        }
+        if self.head >= self.busy.len() {
+            self.busy.clear();
+            self.head = 0;
+        }
+    }
+
     /// When the resource is free from then on (end of the last reservation, or `now`).
     pub fn free_after(&self, now: Nanos) -> Nanos {
         self.live().last().map_or(now, |&(_, e)| e.max(now))
@@ -192,6 +216,25 @@ mod tests {
         assert_eq!(t.reserve(Nanos(0), Nanos(10), Nanos(90)), Nanos(10));
         assert!(!t.idle_at(Nanos(50)));
         assert!(t.idle_at(Nanos(125)));
+    }
+
+    #[test]
+    fn cancel_after_gives_back_the_aborted_time() {
+        let mut t = Timeline::new();
+        t.reserve(Nanos(0), Nanos(0), Nanos(10));
+        t.reserve(Nanos(0), Nanos(20), Nanos(10));
+        t.reserve(Nanos(0), Nanos(40), Nanos(10));
+        t.cancel_after(Nanos(25));
+        assert_eq!(t.busy_total(), Nanos(15));
+        assert_eq!(t.free_after(Nanos(0)), Nanos(25));
+        assert!(t.idle_at(Nanos(45)));
+        // Nothing after the cut: unchanged; everything after: empty.
+        t.cancel_after(Nanos(100));
+        assert_eq!(t.busy_total(), Nanos(15));
+        t.cancel_after(Nanos(0));
+        assert_eq!(t.busy_total(), Nanos(0));
+        assert_eq!(t.free_after(Nanos(3)), Nanos(3));
+        assert_eq!(t.reserve(Nanos(0), Nanos(0), Nanos(5)), Nanos(0));
     }
 
     proptest! {
