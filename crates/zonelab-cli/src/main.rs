@@ -61,7 +61,20 @@ enum Command {
     },
 }
 
+/// Output piped into a program that stops reading (`zonelab zns report-zones | head`) ends
+/// `zonelab` quietly, as it ends `cat`, instead of panicking in `println!`: Rust ignores
+/// SIGPIPE by default, so the default action is restored.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Fio { args } => fio_cmd::run(&args),

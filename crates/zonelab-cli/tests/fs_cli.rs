@@ -78,3 +78,29 @@ fn mkfs_explains_missing_conventional_zones_and_fsck_refuses_unformatted_devices
     assert!(text(&o).contains("mkfs"), "{}", text(&o));
     std::fs::remove_file(&img).ok();
 }
+
+#[test]
+fn a_closed_pipe_ends_output_without_a_panic() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let img = temp("pipe.img");
+    let i = img.to_str().unwrap();
+    let o = zonelab(&["zns", "create", i, "--profile", "zn540"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zonelab"))
+        .args(["zns", "report-zones", i])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("nr_zones"), "{first}");
+    // The reader is gone (its end of the pipe closed when dropped above).
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    std::fs::remove_file(&img).ok();
+}
