@@ -1376,6 +1376,7 @@ impl Fs {
         {
             let mut st = self.inner.st.borrow_mut();
             st.dirs.remove(&ino);
+            // Cleaning may have read pages of the file in while it was being truncated.
             st.cache.drop_inode_pages(ino);
         }
         self.free_node(ino as Nid);
@@ -1685,7 +1686,6 @@ impl Fs {
         let Some(z) = victim else { return Ok(false) };
         let layout = self.inner.st.borrow().segs.layout.clone();
         // Init: the victim's summary blocks, and its valid blocks' owners.
-        let ssa_blocks = layout.sb.segs_per_zone as u64 * layout.sb.ssa_per_seg as u64;
         let first_seg = z * layout.sb.segs_per_zone;
         for s in 0..layout.sb.segs_per_zone {
             let seg = first_seg + s;
@@ -1698,7 +1698,6 @@ impl Fs {
                 )
                 .await?;
         }
-        let _ = ssa_blocks;
         let valid: Vec<(BlkAddr, Summary)> = {
             let st = self.inner.st.borrow();
             (0..layout.blocks_per_zone)

@@ -12,6 +12,11 @@ use zonelab_sim::Sim;
 
 /// A znsplus-mlc device shrunk to 40 zones of 2 MiB (512 blocks), 2 of them conventional.
 pub(crate) fn small_device(payload: PayloadMode) -> (Sim, Rc<HostStack>) {
+    small_device_with(payload, &[])
+}
+
+/// [`small_device`] with more profile overrides.
+fn small_device_with(payload: PayloadMode, extra: &[(&str, &str)]) -> (Sim, Rc<HostStack>) {
     let sets: Vec<(String, String)> = [
         ("zones", "40"),
         ("conventional_zones", "2"),
@@ -20,6 +25,7 @@ pub(crate) fn small_device(payload: PayloadMode) -> (Sim, Rc<HostStack>) {
         ("blocks_per_plane", "64"),
     ]
     .iter()
+    .chain(extra)
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     let p = Profile::load("znsplus-mlc", &sets).expect("small profile");
@@ -28,6 +34,26 @@ pub(crate) fn small_device(payload: PayloadMode) -> (Sim, Rc<HostStack>) {
     let stack =
         HostStack::new(sim.clone(), ns, IoEngine::IoUring, IoScheduler::MqDeadline).expect("stack");
     (sim, stack)
+}
+
+/// A fresh file system (f2fs policy, test options) on `stack`.
+async fn format(sim: &Sim, stack: &Rc<HostStack>) -> Fs {
+    Fs::mkfs(
+        sim.clone(),
+        stack.clone(),
+        FormatOptions::default(),
+        opts(),
+        Box::new(F2fs),
+    )
+    .await
+    .expect("mkfs")
+}
+
+/// Mounts the file system on `stack` again.
+async fn remount(sim: &Sim, stack: &Rc<HostStack>) -> Fs {
+    Fs::mount(sim.clone(), stack.clone(), opts(), Box::new(F2fs))
+        .await
+        .expect("mount")
 }
 
 pub(crate) fn opts() -> FsOptions {
@@ -52,15 +78,7 @@ fn files_and_directories_survive_a_remount() {
     let (sim, stack) = small_device(PayloadMode::Full);
     let s = sim.clone();
     run(&sim, async move {
-        let fs = Fs::mkfs(
-            s.clone(),
-            stack.clone(),
-            FormatOptions::default(),
-            opts(),
-            Box::new(F2fs),
-        )
-        .await
-        .unwrap();
+        let fs = format(&s, &stack).await;
         let d = fs.mkdir(ROOT_INO, "dir", 0o755, 1, 2).await.unwrap();
         let f = fs.create(d.ino, "a", 0o644, 1, 2).await.unwrap();
         assert_eq!(
@@ -79,9 +97,7 @@ fn files_and_directories_survive_a_remount() {
         fs.unmount().await.unwrap();
         assert!(fs.getattr(f.ino).await.is_err(), "unmounted");
 
-        let fs = Fs::mount(s.clone(), stack, opts(), Box::new(F2fs))
-            .await
-            .unwrap();
+        let fs = remount(&s, &stack).await;
         let a = fs.lookup(d.ino, "a").await.unwrap();
         assert_eq!(a.size, 10_100);
         assert_eq!(a.nlink, 2);
@@ -110,9 +126,7 @@ fn rename_unlink_truncate_follow_posix() {
     let (sim, stack) = small_device(PayloadMode::Full);
     let s = sim.clone();
     run(&sim, async move {
-        let fs = Fs::mkfs(s, stack, FormatOptions::default(), opts(), Box::new(F2fs))
-            .await
-            .unwrap();
+        let fs = format(&s, &stack).await;
         let a = fs.mkdir(ROOT_INO, "a", 0o755, 0, 0).await.unwrap();
         let b = fs.mkdir(a.ino, "b", 0o755, 0, 0).await.unwrap();
         assert!(matches!(
@@ -182,9 +196,7 @@ fn overwrites_at_high_utilization_clean_zones_and_keep_data() {
         let (sim, stack) = small_device(payload);
         let s = sim.clone();
         run(&sim, async move {
-            let fs = Fs::mkfs(s, stack, FormatOptions::default(), opts(), Box::new(F2fs))
-                .await
-                .unwrap();
+            let fs = format(&s, &stack).await;
             let cap = fs.statfs().blocks;
             // 80% of the capacity in 64 KiB files, then rewrite random files many times.
             let files = (cap * 8 / 10 / 16) as usize;
@@ -325,7 +337,7 @@ mod model {
             let (sim, stack) = small_device(PayloadMode::Full);
             let s = sim.clone();
             run(&sim, async move {
-                let mut fs = Fs::mkfs(s.clone(), stack.clone(), FormatOptions::default(), opts(), Box::new(F2fs)).await.unwrap();
+                let mut fs = format(&s, &stack).await;
                 let mut m: Model = BTreeMap::new();
                 let mut durable: Model = BTreeMap::new();
                 // Names changed since the last checkpoint we know of.
@@ -426,14 +438,14 @@ mod model {
                         }
                         Op::Remount => {
                             fs.unmount().await.unwrap();
-                            fs = Fs::mount(s.clone(), stack.clone(), opts(), Box::new(F2fs)).await.unwrap();
+                            fs = remount(&s, &stack).await;
                             durable = m.clone();
                             touched.clear();
                             verify(&fs, &m, None).await;
                         }
                         Op::Crash => {
                             drop(fs);
-                            fs = Fs::mount(s.clone(), stack.clone(), opts(), Box::new(F2fs)).await.unwrap();
+                            fs = remount(&s, &stack).await;
                             // Names untouched since the last sync read back as then; the rest may
                             // be as then or newer (cleaning checkpoints), but fsck is clean.
                             let keep: Model = durable.iter().filter(|(n, _)| !touched.contains_key(*n)).map(|(n, c)| (n.clone(), c.clone())).collect();
@@ -463,15 +475,7 @@ fn fsync_survives_a_crash_through_roll_forward() {
     let (sim, stack) = small_device(PayloadMode::Full);
     let s = sim.clone();
     run(&sim, async move {
-        let fs = Fs::mkfs(
-            s.clone(),
-            stack.clone(),
-            FormatOptions::default(),
-            opts(),
-            Box::new(F2fs),
-        )
-        .await
-        .unwrap();
+        let fs = format(&s, &stack).await;
         let old = fs.create(ROOT_INO, "old", 0o644, 0, 0).await.unwrap();
         fs.write(old.ino, 0, OwnedData::Bytes(bytes(1, 8_000_000)))
             .await
@@ -509,7 +513,7 @@ fn fsync_survives_a_crash_through_roll_forward() {
             .unwrap();
         drop(fs);
 
-        let fs = Fs::mount(s, stack, opts(), Box::new(F2fs)).await.unwrap();
+        let fs = remount(&s, &stack).await;
         let mut want = bytes(1, 100_000);
         want[4096..4096 + 8192].copy_from_slice(&bytes(2, 8192));
         let a = fs.lookup(ROOT_INO, "old").await.unwrap();
@@ -537,15 +541,7 @@ fn idle_time_cleans_in_the_background() {
     let (sim, stack) = small_device(PayloadMode::Fingerprint);
     let s = sim.clone();
     run(&sim, async move {
-        let fs = Fs::mkfs(
-            s.clone(),
-            stack,
-            FormatOptions::default(),
-            opts(),
-            Box::new(F2fs),
-        )
-        .await
-        .unwrap();
+        let fs = format(&s, &stack).await;
         let cap = fs.statfs().blocks;
         let files = (cap * 9 / 10 / 16) as u64;
         let mut inos = Vec::new();
@@ -595,40 +591,13 @@ fn power_cuts_without_plp_keep_every_fsynced_byte() {
     use std::cell::RefCell;
     use std::collections::BTreeMap;
     for seed in 0..32u64 {
-        let sets: Vec<(String, String)> = [
-            ("zones", "40"),
-            ("conventional_zones", "2"),
-            ("pages_per_block", "8"),
-            ("zone_size", "2MiB"),
-            ("blocks_per_plane", "64"),
-            ("power_loss_protection", "false"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        let p = Profile::load("znsplus-mlc", &sets).expect("profile");
-        let sim = Sim::new();
-        let ns = Namespace::new(p, PayloadMode::Full).unwrap().shared();
-        let stack = HostStack::new(
-            sim.clone(),
-            ns.clone(),
-            IoEngine::IoUring,
-            IoScheduler::MqDeadline,
-        )
-        .unwrap();
+        let (sim, stack) =
+            small_device_with(PayloadMode::Full, &[("power_loss_protection", "false")]);
         let durable: Rc<RefCell<BTreeMap<String, Vec<u8>>>> = Rc::default();
         let (s, st, d) = (sim.clone(), stack.clone(), durable.clone());
         let cut_at = 2_000_000 + (seed * 7_919_113) % 150_000_000;
         sim.block_on(async move {
-            let fs = Fs::mkfs(
-                s.clone(),
-                st,
-                FormatOptions::default(),
-                opts(),
-                Box::new(F2fs),
-            )
-            .await
-            .unwrap();
+            let fs = format(&s, &st).await;
             let fs2 = fs.clone();
             let d2 = d.clone();
             s.spawn(async move {
@@ -665,7 +634,7 @@ fn power_cuts_without_plp_keep_every_fsynced_byte() {
         })
         .unwrap();
         let at = sim.now();
-        ns.borrow_mut().power_cut(at);
+        stack.device().borrow_mut().power_cut(at);
         let (s, st) = (sim.clone(), stack.clone());
         sim.block_on(async move {
             let fs = Fs::mount(s, st, opts(), Box::new(F2fs))

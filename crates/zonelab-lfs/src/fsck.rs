@@ -43,12 +43,7 @@ pub async fn check_mounted(fs: &Fs) -> FsResult<Vec<String>> {
                 ));
             }
             drop(st);
-            if !owned.insert(e.addr) {
-                problems.push(format!(
-                    "block {} owned twice (again by node {nid})",
-                    e.addr
-                ));
-            }
+            claim(&mut owned, e.addr, || format!("node {nid}"), &mut problems);
         }
         if let Err(err) = fs.ensure_node(nid).await {
             problems.push(format!("node {nid}: {err}"));
@@ -85,7 +80,12 @@ pub async fn check_mounted(fs: &Fs) -> FsResult<Vec<String>> {
                     s.nid, s.ofs
                 ));
             }
-            drop_claim(&mut owned, a, nid, slot, &mut problems);
+            claim(
+                &mut owned,
+                a,
+                || format!("node {nid} slot {slot}"),
+                &mut problems,
+            );
         }
     }
     // SIT counts against what the NAT reaches.
@@ -173,16 +173,14 @@ pub async fn check_mounted(fs: &Fs) -> FsResult<Vec<String>> {
     Ok(problems)
 }
 
-fn drop_claim(
+/// Records that `owner()` points at block `a`; a second owner is a problem.
+fn claim(
     owned: &mut BTreeSet<u32>,
     a: u32,
-    nid: Nid,
-    slot: usize,
+    owner: impl FnOnce() -> String,
     problems: &mut Vec<String>,
 ) {
     if !owned.insert(a) {
-        problems.push(format!(
-            "block {a} owned twice (again by node {nid} slot {slot})"
-        ));
+        problems.push(format!("block {a} owned twice (again by {})", owner()));
     }
 }

@@ -73,12 +73,6 @@ impl Enc {
     pub fn bytes(&mut self, b: &[u8]) {
         self.buf.extend_from_slice(b);
     }
-    pub fn len(&self) -> usize {
-        self.buf.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
-    }
     /// Pads to a block and seals it with the CRC. The body must fit (a model invariant: the
     /// encoders below bound their contents).
     pub fn finish(mut self) -> Vec<u8> {

@@ -26,9 +26,6 @@ impl Temp {
         Temp::WarmNode,
         Temp::ColdNode,
     ];
-    pub fn is_node(self) -> bool {
-        self as usize >= 3
-    }
 }
 
 /// What a main-area zone is used for.
