@@ -201,15 +201,7 @@ fn device_profile(d: &DeviceCfg, fmt: FormatOptions, fp: bool) -> Result<(Profil
         let Ok(q) = Profile::load(&d.profile, &s) else {
             continue;
         };
-        let shape = DeviceShape {
-            lba_size: q.lba_size(),
-            total_lbas: q.zns.zones as u64 * q.zone_size_lbas(),
-            zone_size: q.zone_size_lbas(),
-            zone_capacity: q.zone_capacity_lbas(),
-            zones: q.zns.zones,
-            conventional_zones: k,
-        };
-        if plan(shape, fmt, fp).is_ok() {
+        if plan(DeviceShape::of(&q), fmt, fp).is_ok() {
             return Ok((q, k));
         }
     }

@@ -278,17 +278,7 @@ impl Fs {
                 FsError::Invalid("the file system needs a zoned namespace".into())
             })?;
             let p = d.profile();
-            (
-                DeviceShape {
-                    lba_size: d.lba_size(),
-                    total_lbas: d.total_lbas(),
-                    zone_size: p.zone_size_lbas(),
-                    zone_capacity: p.zone_capacity_lbas(),
-                    zones: p.zns.zones,
-                    conventional_zones: p.zns.conventional_zones,
-                },
-                z.payload_mode(),
-            )
+            (DeviceShape::of(p), z.payload_mode())
         };
         let sb = plan(shape, format, payload == PayloadMode::Fingerprint)?;
         let dev = Dev::new(sim.clone(), stack.clone());

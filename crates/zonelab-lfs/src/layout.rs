@@ -40,6 +40,20 @@ pub struct DeviceShape {
     pub conventional_zones: u32,
 }
 
+impl DeviceShape {
+    /// The shape of a zoned device built from `p`.
+    pub fn of(p: &zonelab_device::Profile) -> DeviceShape {
+        DeviceShape {
+            lba_size: p.lba_size(),
+            total_lbas: p.zns.zones as u64 * p.zone_size_lbas(),
+            zone_size: p.zone_size_lbas(),
+            zone_capacity: p.zone_capacity_lbas(),
+            zones: p.zns.zones,
+            conventional_zones: p.zns.conventional_zones,
+        }
+    }
+}
+
 /// Computes the superblock of a fresh file system on `dev`, or explains why it cannot be made.
 pub fn plan(dev: DeviceShape, opts: FormatOptions, fingerprint: bool) -> FsResult<Superblock> {
     let inv = |s: String| Err(FsError::Invalid(s));
