@@ -5,7 +5,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -13,13 +13,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
 use zonelab_device::{HostStack, IoEngine, IoScheduler, Namespace, PayloadMode, Profile};
+use zonelab_flash::BUSY_BUCKET;
 use zonelab_flash::units::{parse_duration, parse_size};
 use zonelab_lfs::FileSystem;
-use zonelab_lfs::fs::{Fs, FsOptions, HostModel};
+use zonelab_lfs::fs::{Fs, FsOptions, FsStats, HostModel};
 use zonelab_lfs::layout::{DeviceShape, FormatOptions, plan};
 use zonelab_lfs::policy;
 use zonelab_sim::{Nanos, Sim};
-use zonelab_workload::fs::{FsWorkload, Preset, RunConfig, RunLength};
+use zonelab_workload::fs::{FsWorkload, MeasureHook, Preset, RunConfig, RunLength};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -211,6 +212,59 @@ fn device_profile(d: &DeviceCfg, fmt: FormatOptions, fp: bool) -> Result<(Profil
     )
 }
 
+/// Samples taken every 100 simulated ms over the whole run (setup included).
+#[derive(Default)]
+struct Timeline {
+    free_segments: Vec<u64>,
+    mb_per_sec: Vec<f64>,
+    /// Share of the dies' time spent on flash operations (seed 000 Fig. 10).
+    chip_utilization: Vec<f64>,
+}
+
+/// The cumulative counters a result reports for its measured window.
+fn counters(stats: &FsStats, ns: &Namespace) -> Value {
+    json!({
+        "traffic": stats.traffic,
+        "fs": {
+            "checkpoints": stats.checkpoints, "zones_cleaned": stats.zones_cleaned,
+            "foreground_cleanings": stats.foreground_cleanings,
+            "background_cleanings": stats.background_cleanings,
+            "blocks_moved": stats.blocks_moved,
+        },
+        "device": ns.counters(),
+        "flash": ns.flash_counters(),
+    })
+}
+
+/// `end - start` for every counter of two [`counters`] snapshots.
+fn delta(end: &Value, start: &Value) -> Value {
+    match (end, start) {
+        (Value::Object(e), Value::Object(s)) => Value::Object(
+            e.iter()
+                .map(|(k, v)| (k.clone(), delta(v, s.get(k).unwrap_or(&Value::Null))))
+                .collect(),
+        ),
+        (Value::Number(e), s) => json!(
+            e.as_u64()
+                .unwrap_or(0)
+                .saturating_sub(s.as_u64().unwrap_or(0))
+        ),
+        (e, _) => e.clone(),
+    }
+}
+
+/// Share of the dies' time busy with flash operations per 100 ms, from the device's busy log
+/// (10 ms buckets summed over `dies`), for `buckets` buckets.
+fn chip_utilization(log: &[u64], dies: u32, buckets: usize) -> Vec<f64> {
+    let per = (Nanos::from_ms(100).0 / BUSY_BUCKET.0) as usize;
+    (0..buckets)
+        .map(|b| {
+            let busy: u64 = log.iter().skip(b * per).take(per).sum();
+            busy as f64 / (dies as f64 * Nanos::from_ms(100).0 as f64)
+        })
+        .collect()
+}
+
 fn mean(v: impl Iterator<Item = u64>) -> u64 {
     let (s, n) = v.fold((0u128, 0u64), |(s, n), x| (s + x as u128, n + 1));
     if n == 0 { 0 } else { (s / n as u128) as u64 }
@@ -279,6 +333,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         run: length,
         warmup,
         stop_on_mismatch: true,
+        on_measure: None,
     };
 
     let sim = Sim::new();
@@ -299,33 +354,55 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         );
         b
     });
-    let timeline = Rc::new(RefCell::new((Vec::<u64>::new(), Vec::<f64>::new())));
+    let timeline = Rc::new(RefCell::new(Timeline::default()));
+    let window_start: Rc<RefCell<Option<(Nanos, Value, usize)>>> = Rc::new(RefCell::new(None));
     let done = Rc::new(Cell::new(false));
-    let (s, st, tl, dn, b2) = (
+    let (s, st, tl, dn, b2, ns2, ws) = (
         sim.clone(),
         stack.clone(),
         timeline.clone(),
         done.clone(),
         bar.clone(),
+        ns.clone(),
+        window_start.clone(),
     );
+    let mut cfg = cfg;
     let wall = std::time::Instant::now();
     let outcome = sim
         .block_on(async move {
             let fs = Rc::new(Fs::mkfs(s.clone(), st.clone(), fmt, opts, policy_box).await?);
+            {
+                let (fs, s2, ns) = (fs.clone(), s.clone(), ns2.clone());
+                cfg.on_measure = Some(MeasureHook(Rc::new(move || {
+                    let stats = fs.stats();
+                    let snapshot = counters(&stats, &ns.borrow());
+                    *ws.borrow_mut() = Some((s2.now(), snapshot, stats.compaction.len()));
+                })));
+            }
             // 100 ms samples of free zones and file-system write bandwidth.
             {
                 let (fs, s2, dn) = (fs.clone(), s.clone(), dn.clone());
                 s.spawn(async move {
+                    // Sample i covers [i, i+1) x 100 ms of simulated time (mkfs, before
+                    // the first, wrote nothing counted).
+                    let bucket = Nanos::from_ms(100);
                     let mut last = 0u64;
+                    let first = (s2.now().0 / bucket.0) as usize;
+                    {
+                        let mut tl = tl.borrow_mut();
+                        tl.free_segments.resize(first, fs.free_zones() as u64);
+                        tl.mb_per_sec.resize(first, 0.0);
+                    }
                     while !dn.get() {
-                        s2.sleep(Nanos::from_ms(100)).await;
+                        let next = tl.borrow().free_segments.len() as u64 + 1;
+                        s2.sleep_until(bucket.times(next)).await;
                         let stats = fs.stats();
                         let t = &stats.traffic;
                         let written =
                             t.user_write + t.node + t.meta + t.checkpoint + t.gc_host_write;
                         let mut tl = tl.borrow_mut();
-                        tl.0.push(fs.free_zones() as u64);
-                        tl.1.push((written - last) as f64 / 1e6 / 0.1);
+                        tl.free_segments.push(fs.free_zones() as u64);
+                        tl.mb_per_sec.push((written - last) as f64 / 1e6 / 0.1);
                         last = written;
                         if let Some(b) = &b2 {
                             b.set_message(format!(
@@ -339,35 +416,61 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
                 });
             }
             let report = zonelab_workload::fs::run(s.clone(), fs.clone(), w, cfg).await;
+            let end_stats = fs.stats();
+            let end = (
+                s.now(),
+                counters(&end_stats, &ns2.borrow()),
+                end_stats.compaction,
+            );
             dn.set(true);
             let report = report.map_err(|e| zonelab_lfs::FsError::Io(e.to_string()))?;
             fs.sync().await?;
             let problems = fs.check().await?;
-            Ok::<_, zonelab_lfs::FsError>((report, fs.stats(), problems, fs.statfs()))
+            Ok::<_, zonelab_lfs::FsError>((report, end, problems, fs.statfs()))
         })
         .context("the simulation stalled")?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let (report, stats, problems, statfs) = outcome.map_err(|e| anyhow!("{e}"))?;
+    let (report, (report_end, end, compactions), problems, statfs) =
+        outcome.map_err(|e| anyhow!("{e}"))?;
     let wall_s = wall.elapsed().as_secs_f64();
 
-    let dev = ns.borrow();
-    let dc = dev.counters();
-    let fc = dev.flash_counters();
-    let t = stats.traffic;
-    let fs_writes = t.user_write + t.node + t.meta + t.checkpoint + t.gc_host_write;
+    // Counters of the measured window: their values at its end less those at its start.
+    // (A run that ends before its warm-up has an empty window.)
+    let (from, start, first_compaction) = window_start
+        .borrow_mut()
+        .take()
+        .unwrap_or_else(|| (report_end, end.clone(), compactions.len()));
+    let w = delta(&end, &start);
+    let n = |section: &str, key: &str| w[section][key].as_u64().unwrap_or(0);
+    let fs_writes: u64 = ["user_write", "node", "meta", "checkpoint", "gc_host_write"]
+        .iter()
+        .map(|k| n("traffic", k))
+        .sum();
     let user = report.bytes_written.max(1);
     let host_waf = fs_writes as f64 / user as f64;
-    let flash_waf = (fc.programs * page) as f64 / (dc.written_lbas * 4096).max(1) as f64;
-    let c = &stats.compaction;
+    let flash_waf =
+        (n("flash", "programs") * page) as f64 / (n("device", "written_lbas") * 4096).max(1) as f64;
+    let c = &compactions[first_compaction.min(compactions.len())..];
     let (init, read, write, cp) = (
         mean(c.iter().map(|x| x.init.0)),
         mean(c.iter().map(|x| x.read.0)),
         mean(c.iter().map(|x| x.write.0)),
         mean(c.iter().map(|x| x.checkpoint.0)),
     );
-    let tl = timeline.borrow();
+    let mut tl = timeline.borrow_mut();
+    let dies = profile.flash_geometry().total_dies();
+    let busy_log = ns.borrow().die_busy_log().to_vec();
+    tl.chip_utilization = chip_utilization(&busy_log, dies, tl.free_segments.len());
+    // Over the measured window, to the 10 ms of the busy log.
+    let (b0, b1) = (
+        (from.0 / BUSY_BUCKET.0) as usize,
+        (report_end.0 / BUSY_BUCKET.0) as usize,
+    );
+    let window_busy: u64 = busy_log.iter().skip(b0).take(b1.saturating_sub(b0)).sum();
+    let chip_utilization_mean = window_busy as f64
+        / (dies as f64 * ((b1.saturating_sub(b0)) as u64 * BUSY_BUCKET.0).max(1) as f64);
     let result = json!({
         "config": {
             "experiment": exp,
@@ -382,31 +485,39 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             "bytes_read": report.bytes_read, "bytes_written": report.bytes_written,
             "counters": report.counters,
         },
+        "window": { "from_ns": from.0, "to_ns": report_end.0 },
         "traffic_bytes": {
-            "user_write": t.user_write, "user_read": t.user_read, "node": t.node, "meta": t.meta,
-            "checkpoint": t.checkpoint, "gc_host_read": t.gc_host_read,
-            "gc_host_write": t.gc_host_write, "device_copy": 0, "plugging": 0,
+            "user_write": n("traffic", "user_write"), "user_read": n("traffic", "user_read"),
+            "node": n("traffic", "node"), "meta": n("traffic", "meta"),
+            "checkpoint": n("traffic", "checkpoint"), "gc_host_read": n("traffic", "gc_host_read"),
+            "gc_host_write": n("traffic", "gc_host_write"), "device_copy": 0, "plugging": 0,
         },
         "waf": { "host": host_waf, "flash": flash_waf, "total": host_waf * flash_waf },
         "gc": {
-            "segments_cleaned": stats.zones_cleaned * exp.fs.segs_per_zone as u64,
-            "zones_cleaned": stats.zones_cleaned,
-            "foreground": stats.foreground_cleanings,
-            "background": stats.background_cleanings,
-            "blocks_moved": stats.blocks_moved,
-            "by_method": { "host_copy": stats.zones_cleaned, "izc": 0, "zone_md": 0, "threaded_logging": 0 },
+            "segments_cleaned": n("fs", "zones_cleaned") * exp.fs.segs_per_zone as u64,
+            "zones_cleaned": n("fs", "zones_cleaned"),
+            "foreground": n("fs", "foreground_cleanings"),
+            "background": n("fs", "background_cleanings"),
+            "blocks_moved": n("fs", "blocks_moved"),
+            "by_method": { "host_copy": n("fs", "zones_cleaned"), "izc": 0, "zone_md": 0, "threaded_logging": 0 },
             "compaction_ns": { "init": init, "read": read, "write": write, "checkpoint": cp,
                                "mean_total": init + read + write + cp },
         },
         "device": {
-            "flash_reads": fc.reads, "flash_programs": fc.programs, "erases": fc.erases,
-            "copybacks": fc.copybacks, "readprogram_copies": 0,
-            "plugged_blocks_background": 0, "plugged_blocks_on_demand": 0,
-            "zone_resets": dc.zone_resets, "zone_finishes": dc.zone_finishes,
-            "padded_pages": dc.padded_pages,
+            "flash_reads": n("flash", "reads"), "flash_programs": n("flash", "programs"),
+            "erases": n("flash", "erases"), "copybacks": n("flash", "copybacks"),
+            "readprogram_copies": 0, "plugged_blocks_background": 0, "plugged_blocks_on_demand": 0,
+            "zone_resets": n("device", "zone_resets"), "zone_finishes": n("device", "zone_finishes"),
+            "padded_pages": n("device", "padded_pages"),
+            "chip_utilization_mean": chip_utilization_mean,
         },
-        "fs": { "checkpoints": stats.checkpoints, "statfs": statfs },
-        "timeline": { "bucket_ms": 100, "free_segments": tl.0.iter().map(|z| z * exp.fs.segs_per_zone as u64).collect::<Vec<_>>(), "mb_per_sec": tl.1 },
+        "fs": { "checkpoints": n("fs", "checkpoints"), "statfs": statfs },
+        "timeline": {
+            "bucket_ms": 100,
+            "free_segments": tl.free_segments.iter().map(|z| z * exp.fs.segs_per_zone as u64).collect::<Vec<_>>(),
+            "mb_per_sec": tl.mb_per_sec,
+            "chip_utilization": tl.chip_utilization,
+        },
         "verify": report.verify,
         "fsck": { "clean": problems.is_empty(), "problems": problems },
     });
@@ -425,7 +536,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     );
     println!(
         "write amplification: host {host_waf:.2}, flash {flash_waf:.2}; zones cleaned {}; reads checked {}, mismatches {}; fsck {}",
-        stats.zones_cleaned,
+        n("fs", "zones_cleaned"),
         report.verify.reads_checked,
         report.verify.mismatches,
         if problems.is_empty() {

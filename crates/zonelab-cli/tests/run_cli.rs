@@ -74,6 +74,27 @@ fn a_small_fileserver_run_is_verified_clean_and_deterministic() {
     assert!(v["throughput"]["ops_per_sec"].as_f64().unwrap() > 0.0);
     // Below 1 is possible: files deleted before writeback never reach the device.
     assert!(v["waf"]["host"].as_f64().unwrap() > 0.0);
+    // Counters cover the measured window; the timeline the whole run, per 100 ms.
+    let (from, to) = (
+        v["window"]["from_ns"].as_u64().unwrap(),
+        v["window"]["to_ns"].as_u64().unwrap(),
+    );
+    assert!(from > 0 && from < to && to <= v["sim"]["simulated_ns"].as_u64().unwrap());
+    let tl = &v["timeline"];
+    let util: Vec<f64> = tl["chip_utilization"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert_eq!(util.len(), tl["free_segments"].as_array().unwrap().len());
+    assert!(util.iter().all(|&u| (0.0..=1.0).contains(&u)), "{util:?}");
+    assert!(
+        util.iter().any(|&u| u > 0.1),
+        "the fill keeps the chips busy: {util:?}"
+    );
+    let mean = v["device"]["chip_utilization_mean"].as_f64().unwrap();
+    assert!(mean > 0.0 && mean <= 1.0, "{mean}");
     std::fs::remove_file(&a).ok();
     std::fs::remove_file(&b).ok();
 }

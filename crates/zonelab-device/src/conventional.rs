@@ -144,6 +144,10 @@ impl ConventionalDevice {
     pub fn flash_counters(&self) -> FlashCounters {
         self.flash.counters()
     }
+    /// Die time per 10 ms of simulated time ([`FlashArray::die_busy_log`]).
+    pub fn die_busy_log(&self) -> &[u64] {
+        self.flash.die_busy_log()
+    }
     pub fn ftl(&self) -> &PageFtl {
         &self.ftl
     }

@@ -180,6 +180,10 @@ impl Namespace {
     pub fn flash_counters(&self) -> FlashCounters {
         each!(self, d => d.flash_counters())
     }
+    /// Die time per [`zonelab_flash::BUSY_BUCKET`] of simulated time, summed over dies.
+    pub fn die_busy_log(&self) -> &[u64] {
+        each!(self, d => d.die_busy_log())
+    }
     pub fn write_amplification(&self) -> f64 {
         each!(self, d => d.write_amplification())
     }

@@ -272,6 +272,10 @@ impl ZonedDevice {
     pub fn flash_counters(&self) -> FlashCounters {
         self.flash.counters()
     }
+    /// Die time per 10 ms of simulated time ([`FlashArray::die_busy_log`]).
+    pub fn die_busy_log(&self) -> &[u64] {
+        self.flash.die_busy_log()
+    }
     pub fn mapper(&self) -> &ZoneMapper {
         &self.map
     }

@@ -39,6 +39,9 @@ pub struct FlashCounters {
     pub copybacks: u64,
 }
 
+/// Width of the buckets of [`FlashArray::die_busy_log`].
+pub const BUSY_BUCKET: Nanos = Nanos(10_000_000);
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(try_from = "FlashArrayFields")]
 pub struct FlashArray {
@@ -49,6 +52,10 @@ pub struct FlashArray {
     /// Per (die, plane): block states, allocated on first touch. Blocks start erased.
     blocks: Vec<Option<Vec<BlockState>>>,
     counters: FlashCounters,
+    /// Die time reserved per [`BUSY_BUCKET`] of simulated time, summed over dies. A statistic
+    /// of this process's run, so not serialized.
+    #[serde(skip)]
+    busy_log: Vec<u64>,
     /// The last partial-page read size and its channel time (which takes a division); reads
     /// mostly repeat one size. A cache, so not serialized.
     #[serde(skip)]
@@ -83,6 +90,7 @@ impl TryFrom<FlashArrayFields> for FlashArray {
             channels: f.channels,
             blocks: f.blocks,
             counters: f.counters,
+            busy_log: Vec::new(),
             last_transfer: None,
         })
     }
@@ -100,6 +108,7 @@ impl FlashArray {
             geometry,
             timing,
             counters: FlashCounters::default(),
+            busy_log: Vec::new(),
             last_transfer: None,
         }
     }
@@ -118,6 +127,37 @@ impl FlashArray {
     }
     pub fn counters(&self) -> FlashCounters {
         self.counters
+    }
+
+    /// Die time spent on flash operations in each [`BUSY_BUCKET`] of simulated time (bucket
+    /// `i` covers `[i, i+1) * BUSY_BUCKET`), summed over dies: divided by the number of dies
+    /// and the bucket length it is the chips' utilization (seed 000 Figs. 9, 10). Time planned
+    /// and then aborted by a power cut stays counted.
+    pub fn die_busy_log(&self) -> &[u64] {
+        &self.busy_log
+    }
+
+    /// Reserves `d` of die `die` from `at` on; returns the start and logs the busy time.
+    #[inline]
+    fn reserve_die(&mut self, now: Nanos, die: usize, at: Nanos, d: Nanos) -> Nanos {
+        let start = self.dies[die].reserve(now, at, d);
+        self.log_busy(start, d);
+        start
+    }
+
+    #[inline]
+    fn log_busy(&mut self, start: Nanos, d: Nanos) {
+        let (mut t, end) = (start.0, start.0 + d.0);
+        while t < end {
+            let b = (t / BUSY_BUCKET.0) as usize;
+            let b_end = (b as u64 + 1) * BUSY_BUCKET.0;
+            if b >= self.busy_log.len() {
+                self.busy_log.resize(b + 1, 0);
+            }
+            let upto = end.min(b_end);
+            self.busy_log[b] += upto - t;
+            t = upto;
+        }
     }
 
     fn state(&mut self, b: BlockAddr) -> &mut BlockState {
@@ -189,7 +229,7 @@ impl FlashArray {
         let die_free = self.dies[die].free_after(at);
         let xfer_start = self.channels[ch].reserve(now, at.max(die_free), xfer);
         let prog = self.timing.program;
-        let start = self.dies[die].reserve(now, xfer_start, xfer + prog);
+        let start = self.reserve_die(now, die, xfer_start, xfer + prog);
         start + xfer + prog
     }
 
@@ -209,7 +249,7 @@ impl FlashArray {
         let die_free = self.dies[d].free_after(at);
         let xfer_start = self.channels[ch].reserve(now, at.max(die_free), xfer);
         let prog = self.timing.program;
-        let start = self.dies[d].reserve(now, xfer_start, xfer + prog);
+        let start = self.reserve_die(now, d, xfer_start, xfer + prog);
         start + xfer + prog
     }
 
@@ -261,7 +301,7 @@ impl FlashArray {
                 xfer
             }
         };
-        let sense_start = self.dies[die].reserve(now, at, t_r);
+        let sense_start = self.reserve_die(now, die, at, t_r);
         let xfer_start = self.channels[ch].reserve(now, sense_start + t_r, xfer);
         xfer_start + xfer
     }
@@ -277,7 +317,7 @@ impl FlashArray {
         self.counters.copybacks += 1;
         let d = self.timing.copyback;
         let die = dst.block.die.0 as usize;
-        self.dies[die].reserve(now, at, d) + d
+        self.reserve_die(now, die, at, d) + d
     }
 
     /// Erases a block (tBERS on its die). Returns when the erase completes.
@@ -287,7 +327,7 @@ impl FlashArray {
         st.next_page = 0;
         self.counters.erases += 1;
         let d = self.timing.erase;
-        self.dies[b.die.0 as usize].reserve(now, at, d) + d
+        self.reserve_die(now, b.die.0 as usize, at, d) + d
     }
 }
 

@@ -13,7 +13,7 @@ pub mod timeline;
 pub mod timing;
 pub mod units;
 
-pub use array::{BlockAddr, FlashArray, FlashCounters, PageAddr};
+pub use array::{BUSY_BUCKET, BlockAddr, FlashArray, FlashCounters, PageAddr};
 pub use firmware::Firmware;
 pub use geometry::{DieId, Geometry};
 pub use pcie::PcieLink;

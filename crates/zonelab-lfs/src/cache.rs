@@ -48,6 +48,8 @@ pub struct Cache {
     limit: usize,
     pages: BTreeMap<(Ino, u64), Page>,
     nodes: BTreeMap<Nid, CachedNode>,
+    /// Clean pages and nodes by last use; dirty ones cannot be evicted and stay off it, so
+    /// eviction never walks past them.
     lru: BTreeMap<u64, Key>,
     tick: u64,
     /// Dirty data pages by inode, and when the inode first became dirty.
@@ -90,10 +92,14 @@ impl Cache {
         self.pages.len() + self.nodes.len()
     }
 
-    fn bump(&mut self, old: u64, key: Key) -> u64 {
+    /// A new use tick for an entry last used at `old`; a clean entry moves to the back of the
+    /// eviction order.
+    fn bump(&mut self, old: u64, key: Key, clean: bool) -> u64 {
         self.lru.remove(&old);
         self.tick += 1;
-        self.lru.insert(self.tick, key);
+        if clean {
+            self.lru.insert(self.tick, key);
+        }
         self.tick
     }
 
@@ -101,8 +107,9 @@ impl Cache {
 
     /// A copy of a cached page, marking it recently used.
     pub fn page(&mut self, ino: Ino, idx: u64) -> Option<PageData> {
-        let old = self.pages.get(&(ino, idx))?.tick;
-        let t = self.bump(old, Key::Page(ino, idx));
+        let p = self.pages.get(&(ino, idx))?;
+        let (old, clean) = (p.tick, !p.dirty);
+        let t = self.bump(old, Key::Page(ino, idx), clean);
         let p = self.pages.get_mut(&(ino, idx)).expect("present");
         p.tick = t;
         Some(p.data.clone())
@@ -153,9 +160,9 @@ impl Cache {
         fresh: bool,
     ) -> bool {
         let old_tick = self.pages.get(&(ino, idx)).map(|p| p.tick).unwrap_or(0);
-        let t = self.bump(old_tick, Key::Page(ino, idx));
         let was_fresh = self.pages.get(&(ino, idx)).is_some_and(|p| p.fresh);
         let was_dirty = self.pages.get(&(ino, idx)).is_some_and(|p| p.dirty);
+        let t = self.bump(old_tick, Key::Page(ino, idx), !(dirty || was_dirty));
         let fresh = dirty && (fresh || was_fresh);
         self.pages.insert(
             (ino, idx),
@@ -192,6 +199,7 @@ impl Cache {
             self.nfresh -= 1;
         }
         let d = p.data.clone();
+        self.lru.insert(p.tick, Key::Page(ino, idx));
         self.clear_dirty(ino, idx);
         Some(d)
     }
@@ -264,15 +272,16 @@ impl Cache {
         let Some(old) = self.nodes.get(&nid).map(|n| n.tick) else {
             return false;
         };
-        let t = self.bump(old, Key::Node(nid));
+        let clean = !self.nodes[&nid].dirty;
+        let t = self.bump(old, Key::Node(nid), clean);
         self.nodes.get_mut(&nid).expect("present").tick = t;
         true
     }
 
     pub fn put_node(&mut self, nid: Nid, node: Node, dirty: bool) {
         let old = self.nodes.get(&nid).map(|n| n.tick).unwrap_or(0);
-        let t = self.bump(old, Key::Node(nid));
         let was_dirty = self.nodes.get(&nid).is_some_and(|n| n.dirty);
+        let t = self.bump(old, Key::Node(nid), !(dirty || was_dirty));
         self.nodes.insert(
             nid,
             CachedNode {
@@ -300,6 +309,7 @@ impl Cache {
             .get_mut(&nid)
             .unwrap_or_else(|| panic!("node {nid} dirtied while not resident"));
         n.dirty = true;
+        self.lru.remove(&n.tick);
         self.dirty_nodes.insert(nid);
     }
 
@@ -314,6 +324,7 @@ impl Cache {
             return None;
         }
         n.dirty = false;
+        self.lru.insert(n.tick, Key::Node(nid));
         self.dirty_nodes.remove(&nid);
         Some(n.node.clone())
     }
@@ -327,32 +338,24 @@ impl Cache {
 
     /// Evicts clean pages and nodes, least recently used first, down to the limit.
     pub fn shrink(&mut self) {
-        if self.resident() <= self.limit {
-            return;
-        }
-        let mut excess = self.resident() - self.limit;
-        let mut victims = Vec::new();
-        for (&t, &k) in &self.lru {
-            if excess == 0 {
-                break;
-            }
-            let clean = match k {
-                Key::Page(i, x) => !self.pages[&(i, x)].dirty,
-                Key::Node(n) => !self.nodes[&n].dirty,
+        while self.resident() > self.limit {
+            let Some((_, k)) = self.lru.pop_first() else {
+                return;
             };
-            if clean {
-                victims.push((t, k));
-                excess -= 1;
-            }
-        }
-        for (t, k) in victims {
-            self.lru.remove(&t);
             match k {
                 Key::Page(i, x) => {
-                    self.pages.remove(&(i, x));
+                    let p = self.pages.remove(&(i, x));
+                    assert!(
+                        p.is_some_and(|p| !p.dirty),
+                        "dirty page {i}:{x} on the clean LRU"
+                    );
                 }
                 Key::Node(n) => {
-                    self.nodes.remove(&n);
+                    let c = self.nodes.remove(&n);
+                    assert!(
+                        c.is_some_and(|c| !c.dirty),
+                        "dirty node {n} on the clean LRU"
+                    );
                 }
             }
         }

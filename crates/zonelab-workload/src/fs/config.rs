@@ -2,6 +2,7 @@
 //! distributions, and the parsing of `key=value` parameters.
 
 use serde::{Deserialize, Serialize};
+use std::rc::Rc;
 use zonelab_device::PayloadMode;
 use zonelab_sim::{Nanos, SimRng};
 
@@ -35,6 +36,27 @@ pub struct RunConfig {
     /// with an error naming file, offset, expected and found data); otherwise count it in
     /// `verify.mismatches` and go on.
     pub stop_on_mismatch: bool,
+    /// Called once, at the simulated instant the measured phase starts (after the fileset is
+    /// built and the warm-up has passed), so a caller can snapshot device and file-system
+    /// counters and report the measured window alone.
+    #[serde(skip)]
+    pub on_measure: Option<MeasureHook>,
+}
+
+/// A callback run when a workload's measured phase starts (see [`RunConfig::on_measure`]).
+#[derive(Clone)]
+pub struct MeasureHook(pub Rc<dyn Fn()>);
+
+impl std::fmt::Debug for MeasureHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MeasureHook")
+    }
+}
+
+impl PartialEq for MeasureHook {
+    fn eq(&self, other: &Self) -> bool {
+        Rc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl Default for RunConfig {
@@ -45,6 +67,7 @@ impl Default for RunConfig {
             run: None,
             warmup: Nanos::ZERO,
             stop_on_mismatch: true,
+            on_measure: None,
         }
     }
 }

@@ -140,6 +140,13 @@ impl<F: FileSystem + 'static> Ctx<F> {
         if let Some(RunLength::Time(d)) = self.cfg.run {
             self.deadline.set(Some(from + d));
         }
+        if let Some(hook) = self.cfg.on_measure.clone() {
+            let sim = self.sim.clone();
+            self.sim.spawn(async move {
+                sim.sleep_until(from).await;
+                (hook.0)();
+            });
+        }
     }
 
     pub fn stopped(&self) -> bool {

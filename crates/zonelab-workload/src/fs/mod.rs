@@ -32,7 +32,7 @@ pub mod report;
 #[cfg(test)]
 mod tests;
 
-pub use config::{RunConfig, RunLength, SizeDist};
+pub use config::{MeasureHook, RunConfig, RunLength, SizeDist};
 pub use engine::{FsWorkloadError, FsWorkloadResult};
 pub use filebench::{FilebenchParams, Personality, Preset};
 pub use fio_files::{FileRw, FioFileParams};
