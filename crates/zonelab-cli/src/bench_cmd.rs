@@ -1,9 +1,15 @@
-//! `zonelab bench`: simulated commands per wall-clock second on the zn540 profile.
+//! `zonelab bench`: simulation speed.
 //!
-//! Two cases from the foundation issue: (a) QD1 4 KiB sequential writes to one zone (the zone is
-//! reset and rewritten when full, as fio's zbd mode does), (b) QD32 4 KiB random reads over 16
-//! zones filled beforehand (the fill is not timed). Both go through the same path as
-//! `zonelab fio`: job parsing aside, runner, host stack, device, flash model.
+//! Two device cases from the foundation issue, in simulated commands per wall-clock second on
+//! the zn540 profile: (a) QD1 4 KiB sequential writes to one zone (the zone is reset and
+//! rewritten when full, as fio's zbd mode does), (b) QD32 4 KiB random reads over 16 zones
+//! filled beforehand (the fill is not timed). Both go through the same path as `zonelab fio`:
+//! job parsing aside, runner, host stack, device, flash model.
+//!
+//! One file-system case (`--case fileserver`, run only when asked: it takes minutes): the ZNS+
+//! paper's fileserver at full scale (experiments/fileserver-paper.toml: 16 GiB, 90%, 50
+//! threads), in simulated seconds of the measured phase per wall-clock second, with the
+//! process's peak memory.
 
 use anyhow::Result;
 use clap::Args;
@@ -21,9 +27,13 @@ pub struct BenchArgs {
     /// Simulated commands per case.
     #[arg(long, default_value_t = 1_000_000)]
     commands: u64,
-    /// Run one case only: `write` (a) or `read` (b).
-    #[arg(long, value_parser = ["write", "read"])]
+    /// Run one case only: `write` (a), `read` (b), or `fileserver` (the paper-scale file-system
+    /// run; never run by default).
+    #[arg(long, value_parser = ["write", "read", "fileserver"])]
     case: Option<String>,
+    /// Override a key of the fileserver experiment, e.g. --fs-set run.duration=10s (repeatable).
+    #[arg(long = "fs-set", value_name = "KEY=VALUE")]
+    fs_set: Vec<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -115,7 +125,57 @@ fn rand_read_case(profile: &Profile, commands: u64) -> Result<(u64, f64)> {
     )
 }
 
+/// The paper-scale fileserver experiment, built into the binary so the case runs anywhere.
+const FILESERVER_PAPER: &str = include_str!("../../../experiments/fileserver-paper.toml");
+
+/// Peak resident memory of this process (Linux), in bytes.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn fileserver_case(sets: &[String]) -> Result<ExitCode> {
+    let o = crate::run_cmd::execute(FILESERVER_PAPER, "experiments/fileserver-paper.toml", sets)?;
+    let w = &o.wall;
+    let speed = if w.measured_s > 0.0 {
+        w.measured_simulated_s / w.measured_s
+    } else {
+        0.0
+    };
+    let rss = peak_rss();
+    println!("{}", o.summary);
+    println!(
+        "{:<32} {:>12} {:>10} {:>18} {:>14}",
+        "case", "simulated s", "wall s", "simulated s/wall s", "peak memory"
+    );
+    println!(
+        "{:<32} {:>12.1} {:>10.1} {:>18.2} {:>14}",
+        "fileserver-16g-90pct (measured)",
+        w.measured_simulated_s,
+        w.measured_s,
+        speed,
+        rss.map_or("?".to_string(), |b| format!(
+            "{:.2} GiB",
+            b as f64 / (1u64 << 30) as f64
+        ))
+    );
+    println!(
+        "{:<32} {:>12.1} {:>10.1}",
+        "whole run (mkfs, fill, fsck)", w.simulated_s, w.total_s
+    );
+    Ok(if o.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(4)
+    })
+}
+
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    if args.case.as_deref() == Some("fileserver") {
+        return fileserver_case(&args.fs_set);
+    }
     let profile = Profile::load("zn540", &Profile::parse_overrides(&args.set)?)?;
     let n = args.commands.max(1);
     let want = |c: &str| args.case.as_deref().is_none_or(|x| x == c);

@@ -12,6 +12,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
+use std::time::Instant;
 use zonelab_device::{HostStack, IoEngine, IoScheduler, Namespace, PayloadMode, Profile};
 use zonelab_flash::BUSY_BUCKET;
 use zonelab_flash::units::{parse_duration, parse_size};
@@ -273,14 +274,55 @@ fn mean(v: impl Iterator<Item = u64>) -> u64 {
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&a.experiment)
         .with_context(|| format!("cannot read experiment {}", a.experiment.display()))?;
-    let mut tree: toml::Value = toml::from_str(&text)
-        .with_context(|| format!("{} is not valid TOML", a.experiment.display()))?;
-    for kv in &a.set {
+    let o = execute(&text, &a.experiment.display().to_string(), &a.set)?;
+    let json = serde_json::to_string_pretty(&o.result)?;
+    std::fs::write(&a.output, json + "\n")
+        .with_context(|| format!("cannot write {}", a.output.display()))?;
+    println!("{}", o.summary);
+    println!(
+        "{:.1} s wall for {:.1} simulated s; result: {}",
+        o.wall.total_s,
+        o.wall.simulated_s,
+        a.output.display()
+    );
+    Ok(if o.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(4)
+    })
+}
+
+/// Wall-clock figures of one experiment (printed, never part of the result JSON).
+pub struct Wall {
+    /// The whole run: mkfs, fileset, warm-up, measured phase, final sync and fsck.
+    pub total_s: f64,
+    pub simulated_s: f64,
+    /// The measured phase alone.
+    pub measured_s: f64,
+    pub measured_simulated_s: f64,
+}
+
+/// What one experiment produced.
+pub struct Outcome {
+    /// The result JSON (DESIGN.md "Experiment and result schema").
+    pub result: Value,
+    /// Two lines for the console: throughput, then write amplification, cleaning, checks.
+    pub summary: String,
+    /// Every read verified and fsck clean.
+    pub ok: bool,
+    pub wall: Wall,
+}
+
+/// Runs the experiment in TOML `text` (named `origin` in errors) with `KEY=VALUE` overrides.
+pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
+    let mut tree: toml::Value =
+        toml::from_str(text).with_context(|| format!("{origin} is not valid TOML"))?;
+    for kv in sets {
         apply_override(&mut tree, kv)?;
     }
     let exp: Experiment = tree
         .try_into()
-        .with_context(|| format!("{}: not an experiment", a.experiment.display()))?;
+        .with_context(|| format!("{origin}: not an experiment"))?;
     let payload: PayloadMode = exp.device.payload.parse().map_err(|e: String| anyhow!(e))?;
     let fmt = FormatOptions {
         segs_per_zone: exp.fs.segs_per_zone,
@@ -367,7 +409,10 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         window_start.clone(),
     );
     let mut cfg = cfg;
-    let wall = std::time::Instant::now();
+    let wall = Instant::now();
+    let wall_at_window = Rc::new(Cell::new(None::<Instant>));
+    let end_wall = Rc::new(Cell::new(wall));
+    let (ww, ew) = (wall_at_window.clone(), end_wall.clone());
     let outcome = sim
         .block_on(async move {
             let fs = Rc::new(Fs::mkfs(s.clone(), st.clone(), fmt, opts, policy_box).await?);
@@ -377,6 +422,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
                     let stats = fs.stats();
                     let snapshot = counters(&stats, &ns.borrow());
                     *ws.borrow_mut() = Some((s2.now(), snapshot, stats.compaction.len()));
+                    ww.set(Some(Instant::now()));
                 })));
             }
             // 100 ms samples of free zones and file-system write bandwidth.
@@ -416,6 +462,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
                 });
             }
             let report = zonelab_workload::fs::run(s.clone(), fs.clone(), w, cfg).await;
+            ew.set(Instant::now());
             let end_stats = fs.stats();
             let end = (
                 s.now(),
@@ -521,11 +568,8 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         "verify": report.verify,
         "fsck": { "clean": problems.is_empty(), "problems": problems },
     });
-    let text = serde_json::to_string_pretty(&result)?;
-    std::fs::write(&a.output, text + "\n")
-        .with_context(|| format!("cannot write {}", a.output.display()))?;
-    println!(
-        "{} on {} ({}), {} threads: {:.0} ops/s, {:.1} MB/s over {:.2} simulated s",
+    let mut summary = format!(
+        "{} on {} ({}), {} threads: {:.0} ops/s, {:.1} MB/s over {:.2} simulated s\n",
         report.workload,
         exp.device.profile,
         exp.fs.policy,
@@ -534,7 +578,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         report.throughput.mb_per_sec,
         report.simulated_secs
     );
-    println!(
+    summary += &format!(
         "write amplification: host {host_waf:.2}, flash {flash_waf:.2}; zones cleaned {}; reads checked {}, mismatches {}; fsck {}",
         n("fs", "zones_cleaned"),
         report.verify.reads_checked,
@@ -545,15 +589,19 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             "PROBLEMS"
         }
     );
-    println!(
-        "{:.1} s wall for {:.1} simulated s; result: {}",
-        wall_s,
-        sim.now().as_secs_f64(),
-        a.output.display()
-    );
-    Ok(if problems.is_empty() && report.verify.mismatches == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(4)
+    let measured_wall = match wall_at_window.get() {
+        Some(t) => end_wall.get().saturating_duration_since(t).as_secs_f64(),
+        None => 0.0,
+    };
+    Ok(Outcome {
+        result,
+        summary,
+        ok: problems.is_empty() && report.verify.mismatches == 0,
+        wall: Wall {
+            total_s: wall_s,
+            simulated_s: sim.now().as_secs_f64(),
+            measured_s: measured_wall,
+            measured_simulated_s: (report_end - from).as_secs_f64(),
+        },
     })
 }
