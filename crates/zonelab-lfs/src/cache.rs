@@ -1,8 +1,14 @@
 //! The page cache: file data pages and node pages under one memory limit, evicted least
 //! recently used first (clean ones only), with the dirty sets writeback works from.
+//!
+//! Lookups go through hash maps with a fixed hasher (runs stay deterministic); the eviction
+//! order is an intrusive doubly-linked list of the clean entries, so a use, a dirtying and an
+//! eviction each cost O(1). A dirty entry is off the list (it cannot be evicted); when
+//! writeback cleans it, it goes back at the most recently used end.
 
 use crate::ondisk::{BLOCK, Nid, Node};
 use crate::vfs::Ino;
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use zonelab_device::payload::fingerprint;
 
@@ -24,33 +30,122 @@ impl PageData {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Key {
     Page(Ino, u64),
     Node(Nid),
 }
+
+/// Position on the eviction list: an index into [`Lru::links`], or `NONE` when off it.
+type Link = u32;
+const NONE: Link = u32::MAX;
 
 struct Page {
     data: PageData,
     dirty: bool,
     /// Dirty with no block on the device yet (holds a space reservation).
     fresh: bool,
-    tick: u64,
+    link: Link,
 }
 
 struct CachedNode {
     node: Node,
     dirty: bool,
-    tick: u64,
+    link: Link,
+}
+
+struct LruLink {
+    prev: Link,
+    next: Link,
+    key: Key,
+}
+
+/// The clean entries, least recently used at the head.
+struct Lru {
+    links: Vec<LruLink>,
+    free: Vec<Link>,
+    head: Link,
+    tail: Link,
+}
+
+impl Lru {
+    fn new() -> Lru {
+        Lru {
+            links: Vec::new(),
+            free: Vec::new(),
+            head: NONE,
+            tail: NONE,
+        }
+    }
+
+    /// Appends `key` at the most recently used end; returns its link.
+    fn push_back(&mut self, key: Key) -> Link {
+        let link = LruLink {
+            prev: self.tail,
+            next: NONE,
+            key,
+        };
+        let at = match self.free.pop() {
+            Some(i) => {
+                self.links[i as usize] = link;
+                i
+            }
+            None => {
+                self.links.push(link);
+                (self.links.len() - 1) as Link
+            }
+        };
+        match self.tail {
+            NONE => self.head = at,
+            t => self.links[t as usize].next = at,
+        }
+        self.tail = at;
+        at
+    }
+
+    fn unlink(&mut self, at: Link) {
+        if at == NONE {
+            return;
+        }
+        let LruLink { prev, next, .. } = self.links[at as usize];
+        match prev {
+            NONE => self.head = next,
+            p => self.links[p as usize].next = next,
+        }
+        match next {
+            NONE => self.tail = prev,
+            n => self.links[n as usize].prev = prev,
+        }
+        self.free.push(at);
+    }
+
+    /// Moves an entry to the most recently used end; returns its new link.
+    fn touch(&mut self, at: Link, key: Key) -> Link {
+        if at != NONE && at == self.tail {
+            return at;
+        }
+        self.unlink(at);
+        self.push_back(key)
+    }
+
+    fn pop_front(&mut self) -> Option<Key> {
+        if self.head == NONE {
+            return None;
+        }
+        let at = self.head;
+        let key = self.links[at as usize].key;
+        self.unlink(at);
+        Some(key)
+    }
 }
 
 pub struct Cache {
     limit: usize,
-    pages: BTreeMap<(Ino, u64), Page>,
-    nodes: BTreeMap<Nid, CachedNode>,
-    /// Clean pages and nodes by last use; dirty ones cannot be evicted and stay off it, so
-    /// eviction never walks past them.
-    lru: BTreeMap<u64, Key>,
+    /// Data pages by inode, each inode's in file order (truncation drops a range).
+    pages: FxHashMap<Ino, BTreeMap<u64, Page>>,
+    npages: usize,
+    nodes: FxHashMap<Nid, CachedNode>,
+    lru: Lru,
     tick: u64,
     /// Dirty data pages by inode, and when the inode first became dirty.
     dirty: BTreeMap<Ino, BTreeSet<u64>>,
@@ -65,9 +160,10 @@ impl Cache {
     pub fn new(limit_pages: u64) -> Cache {
         Cache {
             limit: limit_pages as usize,
-            pages: BTreeMap::new(),
-            nodes: BTreeMap::new(),
-            lru: BTreeMap::new(),
+            pages: FxHashMap::default(),
+            npages: 0,
+            nodes: FxHashMap::default(),
+            lru: Lru::new(),
             tick: 0,
             dirty: BTreeMap::new(),
             dirty_since: BTreeMap::new(),
@@ -89,38 +185,29 @@ impl Cache {
         self.nfresh
     }
     pub fn resident(&self) -> usize {
-        self.pages.len() + self.nodes.len()
-    }
-
-    /// A new use tick for an entry last used at `old`; a clean entry moves to the back of the
-    /// eviction order.
-    fn bump(&mut self, old: u64, key: Key, clean: bool) -> u64 {
-        self.lru.remove(&old);
-        self.tick += 1;
-        if clean {
-            self.lru.insert(self.tick, key);
-        }
-        self.tick
+        self.npages + self.nodes.len()
     }
 
     // ---- data pages ----
 
     /// A copy of a cached page, marking it recently used.
     pub fn page(&mut self, ino: Ino, idx: u64) -> Option<PageData> {
-        let p = self.pages.get(&(ino, idx))?;
-        let (old, clean) = (p.tick, !p.dirty);
-        let t = self.bump(old, Key::Page(ino, idx), clean);
-        let p = self.pages.get_mut(&(ino, idx)).expect("present");
-        p.tick = t;
+        let p = self.pages.get_mut(&ino)?.get_mut(&idx)?;
+        if !p.dirty {
+            p.link = self.lru.touch(p.link, Key::Page(ino, idx));
+        }
         Some(p.data.clone())
     }
 
     pub fn has_page(&self, ino: Ino, idx: u64) -> bool {
-        self.pages.contains_key(&(ino, idx))
+        self.pages.get(&ino).is_some_and(|m| m.contains_key(&idx))
     }
 
     pub fn is_dirty(&self, ino: Ino, idx: u64) -> bool {
-        self.pages.get(&(ino, idx)).is_some_and(|p| p.dirty)
+        self.pages
+            .get(&ino)
+            .and_then(|m| m.get(&idx))
+            .is_some_and(|p| p.dirty)
     }
 
     fn set_dirty(&mut self, ino: Ino, idx: u64) {
@@ -159,24 +246,45 @@ impl Cache {
         dirty: bool,
         fresh: bool,
     ) -> bool {
-        let old_tick = self.pages.get(&(ino, idx)).map(|p| p.tick).unwrap_or(0);
-        let was_fresh = self.pages.get(&(ino, idx)).is_some_and(|p| p.fresh);
-        let was_dirty = self.pages.get(&(ino, idx)).is_some_and(|p| p.dirty);
-        let t = self.bump(old_tick, Key::Page(ino, idx), !(dirty || was_dirty));
-        let fresh = dirty && (fresh || was_fresh);
-        self.pages.insert(
-            (ino, idx),
-            Page {
-                data,
-                dirty: dirty || was_dirty,
-                fresh,
-                tick: t,
-            },
-        );
+        let file = self.pages.entry(ino).or_default();
+        let was_fresh = match file.get_mut(&idx) {
+            Some(p) => {
+                let was_fresh = p.fresh;
+                p.data = data;
+                if dirty || p.dirty {
+                    // Dirty (already or now): off the eviction list.
+                    self.lru.unlink(p.link);
+                    p.link = NONE;
+                    p.dirty = true;
+                    p.fresh |= dirty && fresh;
+                } else {
+                    p.link = self.lru.touch(p.link, Key::Page(ino, idx));
+                }
+                was_fresh
+            }
+            None => {
+                let link = if dirty {
+                    NONE
+                } else {
+                    self.lru.push_back(Key::Page(ino, idx))
+                };
+                file.insert(
+                    idx,
+                    Page {
+                        data,
+                        dirty,
+                        fresh: dirty && fresh,
+                        link,
+                    },
+                );
+                self.npages += 1;
+                false
+            }
+        };
         if dirty {
             self.set_dirty(ino, idx);
         }
-        let added = fresh && !was_fresh;
+        let added = dirty && fresh && !was_fresh;
         if added {
             self.nfresh += 1;
         }
@@ -189,7 +297,7 @@ impl Cache {
 
     /// The data of a dirty page, which becomes clean (writeback has taken it).
     pub fn take_dirty(&mut self, ino: Ino, idx: u64) -> Option<PageData> {
-        let p = self.pages.get_mut(&(ino, idx))?;
+        let p = self.pages.get_mut(&ino)?.get_mut(&idx)?;
         if !p.dirty {
             return None;
         }
@@ -198,19 +306,20 @@ impl Cache {
             p.fresh = false;
             self.nfresh -= 1;
         }
+        p.link = self.lru.push_back(Key::Page(ino, idx));
         let d = p.data.clone();
-        self.lru.insert(p.tick, Key::Page(ino, idx));
         self.clear_dirty(ino, idx);
         Some(d)
     }
 
     /// New dirty pages (no device block yet) of an inode.
     pub fn fresh_of(&self, ino: Ino) -> u64 {
-        self.dirty.get(&ino).map_or(0, |s| {
-            s.iter()
-                .filter(|&&i| self.pages.get(&(ino, i)).is_some_and(|p| p.fresh))
-                .count() as u64
-        })
+        let (Some(set), Some(file)) = (self.dirty.get(&ino), self.pages.get(&ino)) else {
+            return 0;
+        };
+        set.iter()
+            .filter(|&i| file.get(i).is_some_and(|p| p.fresh))
+            .count() as u64
     }
 
     /// Dirty page indices of an inode, in file order.
@@ -232,17 +341,19 @@ impl Cache {
 
     /// Drops an inode's pages from `from` on; returns how many held space reservations.
     pub fn drop_pages_from(&mut self, ino: Ino, from: u64) -> u64 {
-        let keys: Vec<(Ino, u64)> = self
-            .pages
-            .range((ino, from)..=(ino, u64::MAX))
-            .map(|(k, _)| *k)
-            .collect();
+        let Some(file) = self.pages.get_mut(&ino) else {
+            return 0;
+        };
+        let dropped = file.split_off(&from);
+        if file.is_empty() {
+            self.pages.remove(&ino);
+        }
         let mut fresh = 0;
-        for k in keys {
-            let p = self.pages.remove(&k).expect("listed");
-            self.lru.remove(&p.tick);
+        for (idx, p) in dropped {
+            self.npages -= 1;
+            self.lru.unlink(p.link);
             if p.dirty {
-                self.clear_dirty(k.0, k.1);
+                self.clear_dirty(ino, idx);
             }
             if p.fresh {
                 fresh += 1;
@@ -269,27 +380,36 @@ impl Cache {
 
     /// Whether the node is resident; marks it recently used.
     pub fn touch_node(&mut self, nid: Nid) -> bool {
-        let Some(old) = self.nodes.get(&nid).map(|n| n.tick) else {
+        let Some(n) = self.nodes.get_mut(&nid) else {
             return false;
         };
-        let clean = !self.nodes[&nid].dirty;
-        let t = self.bump(old, Key::Node(nid), clean);
-        self.nodes.get_mut(&nid).expect("present").tick = t;
+        if !n.dirty {
+            n.link = self.lru.touch(n.link, Key::Node(nid));
+        }
         true
     }
 
     pub fn put_node(&mut self, nid: Nid, node: Node, dirty: bool) {
-        let old = self.nodes.get(&nid).map(|n| n.tick).unwrap_or(0);
-        let was_dirty = self.nodes.get(&nid).is_some_and(|n| n.dirty);
-        let t = self.bump(old, Key::Node(nid), !(dirty || was_dirty));
-        self.nodes.insert(
-            nid,
-            CachedNode {
-                node,
-                dirty: dirty || was_dirty,
-                tick: t,
-            },
-        );
+        match self.nodes.get_mut(&nid) {
+            Some(n) => {
+                n.node = node;
+                if dirty || n.dirty {
+                    self.lru.unlink(n.link);
+                    n.link = NONE;
+                    n.dirty = true;
+                } else {
+                    n.link = self.lru.touch(n.link, Key::Node(nid));
+                }
+            }
+            None => {
+                let link = if dirty {
+                    NONE
+                } else {
+                    self.lru.push_back(Key::Node(nid))
+                };
+                self.nodes.insert(nid, CachedNode { node, dirty, link });
+            }
+        }
         if dirty {
             self.dirty_nodes.insert(nid);
         }
@@ -309,7 +429,8 @@ impl Cache {
             .get_mut(&nid)
             .unwrap_or_else(|| panic!("node {nid} dirtied while not resident"));
         n.dirty = true;
-        self.lru.remove(&n.tick);
+        self.lru.unlink(n.link);
+        n.link = NONE;
         self.dirty_nodes.insert(nid);
     }
 
@@ -324,14 +445,14 @@ impl Cache {
             return None;
         }
         n.dirty = false;
-        self.lru.insert(n.tick, Key::Node(nid));
+        n.link = self.lru.push_back(Key::Node(nid));
         self.dirty_nodes.remove(&nid);
         Some(n.node.clone())
     }
 
     pub fn drop_node(&mut self, nid: Nid) {
         if let Some(n) = self.nodes.remove(&nid) {
-            self.lru.remove(&n.tick);
+            self.lru.unlink(n.link);
         }
         self.dirty_nodes.remove(&nid);
     }
@@ -339,25 +460,95 @@ impl Cache {
     /// Evicts clean pages and nodes, least recently used first, down to the limit.
     pub fn shrink(&mut self) {
         while self.resident() > self.limit {
-            let Some((_, k)) = self.lru.pop_first() else {
+            let Some(k) = self.lru.pop_front() else {
                 return;
             };
             match k {
                 Key::Page(i, x) => {
-                    let p = self.pages.remove(&(i, x));
-                    assert!(
-                        p.is_some_and(|p| !p.dirty),
-                        "dirty page {i}:{x} on the clean LRU"
-                    );
+                    let file = self.pages.get_mut(&i).expect("listed page is resident");
+                    let p = file.remove(&x).expect("listed page is resident");
+                    assert!(!p.dirty, "dirty page {i}:{x} on the clean LRU");
+                    if file.is_empty() {
+                        self.pages.remove(&i);
+                    }
+                    self.npages -= 1;
                 }
                 Key::Node(n) => {
-                    let c = self.nodes.remove(&n);
-                    assert!(
-                        c.is_some_and(|c| !c.dirty),
-                        "dirty node {n} on the clean LRU"
-                    );
+                    let c = self.nodes.remove(&n).expect("listed node is resident");
+                    assert!(!c.dirty, "dirty node {n} on the clean LRU");
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evicts_least_recently_used_clean_entries_only() {
+        let mut c = Cache::new(3);
+        c.put_page(1, 0, PageData::Fp(10), false);
+        c.put_page(1, 1, PageData::Fp(11), true);
+        c.put_page(1, 2, PageData::Fp(12), false);
+        c.put_page(2, 0, PageData::Fp(20), false);
+        // Page 1:0 was used again: 1:2 is now the oldest clean one.
+        assert_eq!(c.page(1, 0), Some(PageData::Fp(10)));
+        c.shrink();
+        assert_eq!(c.resident(), 3);
+        assert!(!c.has_page(1, 2) && c.has_page(1, 0) && c.has_page(1, 1));
+        // Dirty pages stay however old; clean ones go.
+        c.limit = 1;
+        c.shrink();
+        assert!(c.has_page(1, 1) && c.resident() == 1);
+        // Cleaned by writeback, it becomes evictable.
+        assert_eq!(c.take_dirty(1, 1), Some(PageData::Fp(11)));
+        c.limit = 0;
+        c.shrink();
+        assert_eq!(c.resident(), 0);
+    }
+
+    #[test]
+    fn dropping_a_range_releases_reservations_and_dirty_state() {
+        let mut c = Cache::new(100);
+        assert!(c.put_page_with(7, 0, PageData::Fp(1), true, true));
+        assert!(c.put_page_with(7, 5, PageData::Fp(2), true, true));
+        assert!(
+            !c.put_page_with(7, 5, PageData::Fp(3), true, false),
+            "already reserved"
+        );
+        c.put_page(7, 9, PageData::Fp(4), false);
+        assert_eq!((c.new_pages(), c.dirty_pages(), c.fresh_of(7)), (2, 2, 2));
+        assert_eq!(c.drop_pages_from(7, 3), 1);
+        assert_eq!((c.new_pages(), c.dirty_pages(), c.resident()), (1, 1, 1));
+        assert_eq!(c.dirty_of(7), vec![0]);
+        assert_eq!(c.drop_inode_pages(7), 1);
+        assert_eq!((c.resident(), c.oldest_dirty_inode()), (0, None));
+    }
+
+    #[test]
+    fn nodes_share_the_limit_and_the_order() {
+        let mut c = Cache::new(2);
+        let node = |nid| Node {
+            body: crate::ondisk::NodeBody::Direct,
+            addrs: Vec::new(),
+            footer: crate::ondisk::Footer {
+                nid,
+                ..Default::default()
+            },
+        };
+        c.put_node(5, node(5), false);
+        c.put_page(1, 0, PageData::Fp(1), false);
+        assert!(c.touch_node(5));
+        c.put_node(6, node(6), true);
+        c.shrink();
+        assert!(!c.has_page(1, 0) && c.node(5).is_some() && c.node(6).is_some());
+        assert_eq!(c.dirty_nodes().collect::<Vec<_>>(), vec![6]);
+        assert!(c.take_dirty_node(6).is_some());
+        c.dirty_node(5);
+        c.limit = 1;
+        c.shrink();
+        assert!(c.node(6).is_none() && c.node(5).is_some());
     }
 }
