@@ -100,7 +100,8 @@ impl Default for HostCfg {
 struct FsCfg {
     #[serde(default = "f2fs")]
     policy: String,
-    /// Fileset size as a share of the file system (passed to the workload).
+    /// Fileset size as a share of the file system's capacity (passed to the workload, which
+    /// draws files until they fill it; excludes `workload.params.nfiles`).
     utilization: Option<f64>,
     #[serde(default = "one_u32")]
     segs_per_zone: u32,
@@ -340,13 +341,21 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
     if let Some(t) = exp.workload.threads {
         w.set("threads", &t.to_string()).map_err(|e| anyhow!(e))?;
     }
-    if let Some(u) = exp.fs.utilization {
-        w.set("utilization", &u.to_string())
-            .map_err(|e| anyhow!(e))?;
-    }
     for (k, v) in &exp.workload.params {
         w.set(k, &value_text(v))
             .map_err(|e| anyhow!("workload.params.{k}: {e}"))?;
+    }
+    // The experiment's fill target sizes the fileset; a file count would size it again.
+    if let Some(u) = exp.fs.utilization {
+        if let Some(n) = exp.workload.params.get("nfiles") {
+            bail!(
+                "the experiment sizes the fileset twice: fs.utilization = {u} and \
+                 workload.params.nfiles = {n}; keep one (utilization fills that share of the \
+                 file system, nfiles sets the number of files)"
+            );
+        }
+        w.set("utilization", &u.to_string())
+            .map_err(|e| anyhow!("fs.utilization: {e}"))?;
     }
     let warmup = match &exp.run.warmup {
         Some(s) => parse_duration(s).map_err(|e| anyhow!("run.warmup: {e}"))?,
@@ -495,10 +504,15 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
         .iter()
         .map(|k| n("traffic", k))
         .sum();
-    let user = report.bytes_written.max(1);
-    let host_waf = fs_writes as f64 / user as f64;
-    let flash_waf =
-        (n("flash", "programs") * page) as f64 / (n("device", "written_lbas") * 4096).max(1) as f64;
+    // A ratio over nothing written is undefined: null in the JSON, "n/a" on the console.
+    let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
+    let host_waf = ratio(fs_writes, report.bytes_written);
+    let flash_waf = ratio(
+        n("flash", "programs") * page,
+        n("device", "written_lbas") * 4096,
+    );
+    let total_waf = host_waf.zip(flash_waf).map(|(h, f)| h * f);
+    let show = |x: Option<f64>| x.map_or("n/a".to_string(), |x| format!("{x:.2}"));
     let c = &compactions[first_compaction.min(compactions.len())..];
     let (init, read, write, cp) = (
         mean(c.iter().map(|x| x.init.0)),
@@ -539,7 +553,7 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
             "checkpoint": n("traffic", "checkpoint"), "gc_host_read": n("traffic", "gc_host_read"),
             "gc_host_write": n("traffic", "gc_host_write"), "device_copy": 0, "plugging": 0,
         },
-        "waf": { "host": host_waf, "flash": flash_waf, "total": host_waf * flash_waf },
+        "waf": { "host": host_waf, "flash": flash_waf, "total": total_waf },
         "gc": {
             "segments_cleaned": n("fs", "zones_cleaned") * exp.fs.segs_per_zone as u64,
             "zones_cleaned": n("fs", "zones_cleaned"),
@@ -579,7 +593,9 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
         report.simulated_secs
     );
     summary += &format!(
-        "write amplification: host {host_waf:.2}, flash {flash_waf:.2}; zones cleaned {}; reads checked {}, mismatches {}; fsck {}",
+        "write amplification: host {}, flash {}; zones cleaned {}; reads checked {}, mismatches {}; fsck {}",
+        show(host_waf),
+        show(flash_waf),
         n("fs", "zones_cleaned"),
         report.verify.reads_checked,
         report.verify.mismatches,

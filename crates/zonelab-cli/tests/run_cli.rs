@@ -23,9 +23,9 @@ fn experiment() -> PathBuf {
 
 const SMALL: [&str; 8] = [
     "--set",
-    "device.set.zones=24",
+    "device.set.zones=20",
     "--set",
-    "workload.params.nfiles=600",
+    "fs.utilization=0.5",
     "--set",
     "workload.threads=8",
     "--set",
@@ -116,6 +116,14 @@ fn bad_experiments_are_explained() {
     let o = zonelab(&["run", exp.to_str().unwrap(), "--set", "workload.kind=nope"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("workload kind"));
+    let o = zonelab(&[
+        "run",
+        exp.to_str().unwrap(),
+        "--set",
+        "workload.params.nfiles=100",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("sizes the fileset twice"));
     let o = zonelab(&["run", "/nonexistent.toml"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read experiment"));

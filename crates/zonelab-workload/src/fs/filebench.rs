@@ -493,6 +493,14 @@ pub async fn run<F: FileSystem + 'static>(
             params.filesize.mean()
         )));
     }
+    let planned: u64 = sets.iter().map(|s| s.bytes()).sum();
+    if planned > capacity {
+        return Err(FsWorkloadError::Config(format!(
+            "the fileset needs {planned} bytes ({} files), more than the file system's {capacity}: \
+             lower nfiles or filesize, or size it with utilization (e.g. 0.9)",
+            sets.iter().map(|s| s.files.len()).sum::<usize>()
+        )));
+    }
     let ctx = Ctx::new(sim, fs, cfg);
     let fb = Rc::new(Fb {
         ctx: ctx.clone(),
