@@ -87,6 +87,10 @@ pub(crate) struct ZoneProgress {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ZonedDevice {
+    /// Serialized as its TOML text, so that profile fields can be added without breaking device
+    /// images ([`crate::profile::as_toml_text`]). First, so that readers of older images can
+    /// rewrite the profile at the start of an old body (`crate::profile::image_v2_layout`).
+    #[serde(with = "crate::profile::as_toml_text")]
     pub(crate) profile: Profile,
     pub(crate) lba_size: u64,
     /// LBAs per flash page (serialized as the number).
