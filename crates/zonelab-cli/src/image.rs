@@ -14,11 +14,25 @@
 //!     32    …  body      postcard encoding of { clock: Nanos, device: ZonedDevice }
 //! ```
 //!
-//! Format 2 added the device's power-loss bookkeeping (the last device field). Format 1 images
-//! still load: postcard writes fields one after another without names, so a format 1 body
-//! followed by the encoding of the fields added since, at their defaults, is a format 2 body
-//! ([`ZonedDevice::fields_added_since_image_v1`]). Format 1 images were written with and
-//! without the management queue (added without a version change), and both are read.
+//! Postcard writes fields one after another without names, so the body's layout is the exact
+//! field list of the device at the time. The device's profile, its first field, is stored as
+//! its TOML text (a postcard string, [`zonelab_device::profile::as_toml_text`]): profile fields
+//! are read by name, and a profile field added with `#[serde(default)]` loads from images
+//! written before it existed without a new format version. Any other change of the device's
+//! fields needs a new version and a reader of the old one here.
+//!
+//! Older formats still load:
+//! * Format 3 (current) stores the profile as text.
+//! * Format 2 stored the profile field by field, with the controller section that lacked
+//!   `reset_unmap_variation`, `housekeeping_tick` and `management_window_ticks`. The profile at
+//!   the start of the device is read in that layout
+//!   ([`zonelab_device::profile::image_v2_layout`]; the three are off) and written back as text,
+//!   which makes the body a format 3 body ([`profile_as_text`]).
+//! * Format 1 is format 2 without the device's power-loss bookkeeping (the last device field).
+//!   After the same profile rewrite, a format 1 body followed by the encoding of the fields
+//!   added since, at their defaults, is a format 3 body
+//!   ([`ZonedDevice::fields_added_since_image_v1`]). Format 1 images were written with and
+//!   without the management queue (added without a version change), and both are read.
 //!
 //! Loading checks each layer before trusting the next (signature, version, length, checksum,
 //! decoding, then [`ZonedDevice::validate_loaded`]) and never panics, whatever the bytes.
@@ -31,13 +45,14 @@ use std::fmt;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use zonelab_device::ZonedDevice;
+use zonelab_device::profile::{as_toml_text, image_v2_layout};
+use zonelab_device::{Profile, ZonedDevice};
 use zonelab_sim::Nanos;
 
 /// The file signature.
 pub const MAGIC: [u8; 8] = *b"ZONELAB\0";
-/// The body layout this build writes (it also reads format 1).
-pub const FORMAT_VERSION: u32 = 2;
+/// The body layout this build writes (it also reads formats 1 and 2).
+pub const FORMAT_VERSION: u32 = 3;
 /// Bytes before the body.
 pub const HEADER_LEN: usize = 32;
 
@@ -172,7 +187,7 @@ pub fn decode(bytes: &[u8]) -> Result<Image, ImageError> {
         });
     }
     let version = le_u32(bytes, 8);
-    if version != FORMAT_VERSION && version != 1 {
+    if version == 0 || version > FORMAT_VERSION {
         return Err(ImageError::Version { found: version });
     }
     let flags = le_u32(bytes, 12);
@@ -196,13 +211,45 @@ pub fn decode(bytes: &[u8]) -> Result<Image, ImageError> {
     if stored != computed {
         return Err(ImageError::Checksum { stored, computed });
     }
-    if version == 1 {
-        return decode_v1_body(body);
+    match version {
+        1 => decode_v1_body(&profile_as_text(body)?),
+        2 => decode_body(&profile_as_text(body)?),
+        _ => decode_body(body),
     }
-    decode_body(body)
 }
 
-/// A format 1 body: completed with the defaults of the fields added since. Format 1 bodies
+/// A format 1 or 2 body with its profile rewritten as format 3 stores it: the body starts with
+/// the clock and then the device, whose first field is the profile, so only that prefix
+/// changes.
+fn profile_as_text(body: &[u8]) -> Result<Vec<u8>, ImageError> {
+    #[derive(Deserialize)]
+    struct Old {
+        clock: Nanos,
+        #[serde(deserialize_with = "image_v2_layout::deserialize")]
+        profile: Profile,
+    }
+    #[derive(Serialize)]
+    struct New<'a> {
+        clock: Nanos,
+        #[serde(serialize_with = "as_toml_text::serialize")]
+        profile: &'a Profile,
+    }
+    let (old, rest): (Old, &[u8]) =
+        postcard::take_from_bytes(body).map_err(|e| ImageError::Decode(e.to_string()))?;
+    old.profile
+        .validate()
+        .map_err(|e| ImageError::Inconsistent(format!("device profile: {e}")))?;
+    let mut new = postcard::to_stdvec(&New {
+        clock: old.clock,
+        profile: &old.profile,
+    })
+    .map_err(|e| ImageError::Encode(e.to_string()))?;
+    new.extend_from_slice(rest);
+    Ok(new)
+}
+
+/// A format 1 body (profile already as text): completed with the defaults of the fields added
+/// since. Format 1 bodies
 /// from before the management queue lack that field too; a body decodes under only one of the
 /// two readings (the other leaves bytes over or runs short).
 fn decode_v1_body(body: &[u8]) -> Result<Image, ImageError> {
@@ -222,7 +269,7 @@ fn decode_v1_body(body: &[u8]) -> Result<Image, ImageError> {
 /// Decodes and validates a body whose checksum already matched.
 fn decode_body(body: &[u8]) -> Result<Image, ImageError> {
     let (b, rest): (Body, &[u8]) =
-        postcard::take_from_bytes(body).map_err(|e| ImageError::Decode(e.to_string()))?;
+        postcard::take_from_bytes(body).map_err(|e| decode_error(body, e))?;
     if !rest.is_empty() {
         return Err(ImageError::TrailingBytes(rest.len() as u64));
     }
@@ -233,6 +280,18 @@ fn decode_body(body: &[u8]) -> Result<Image, ImageError> {
         clock: b.clock,
         device: b.device,
     })
+}
+
+/// Why `body` does not decode. Postcard keeps no message of errors raised by the types it
+/// decodes, so a profile text that does not read as a profile is read again on its own to say
+/// why (a field this build does not know, say).
+fn decode_error(body: &[u8], e: postcard::Error) -> ImageError {
+    if let Ok(((_, text), _)) = postcard::take_from_bytes::<(Nanos, String)>(body)
+        && let Err(pe) = Profile::from_toml(&text, as_toml_text::SOURCE, &[])
+    {
+        return ImageError::Decode(pe.to_string());
+    }
+    ImageError::Decode(e.to_string())
 }
 
 /// Reads an image file.
@@ -396,41 +455,134 @@ mod tests {
         ));
     }
 
-    /// The same device as a format 1 image: its body without the fields added since
-    /// (`drop` of them, newest first).
-    fn v1_bytes(drop: usize) -> Vec<u8> {
-        let good = image_bytes();
-        let (management, durability) = ZonedDevice::fields_added_since_image_v1();
-        let mut cut = postcard::to_stdvec(&durability).unwrap().len();
-        if drop == 2 {
-            cut += postcard::to_stdvec(&management).unwrap().len();
-        }
-        let mut b = good[..good.len() - cut].to_vec();
-        b[8..12].copy_from_slice(&1u32.to_le_bytes());
-        let body_len = (b.len() - HEADER_LEN) as u64;
-        b[16..24].copy_from_slice(&body_len.to_le_bytes());
+    /// A format 2 image as the previous build wrote it (commit 7ec32f5; see
+    /// `tests/fixtures/README.md`): znsplus-mlc with 4 zones, one block written at LBA 0
+    /// (bytes `i % 251`), zone 1 explicitly opened. Its profile is stored field by
+    /// field, with the controller section before `reset_unmap_variation`, `housekeeping_tick`
+    /// and `management_window_ticks`.
+    const V2_IMAGE: &[u8] = include_bytes!("../tests/fixtures/v2-znsplus-mlc.img");
+
+    /// `bytes` with version `version` and a new body (length and checksum updated).
+    fn with_body(bytes: &[u8], version: u32, body: &[u8]) -> Vec<u8> {
+        let mut b = [&bytes[..HEADER_LEN], body].concat();
+        b[8..12].copy_from_slice(&version.to_le_bytes());
+        b[16..24].copy_from_slice(&(body.len() as u64).to_le_bytes());
         reseal(b)
     }
 
     #[test]
+    fn format_2_images_of_the_previous_build_load() {
+        assert_eq!(le_u32(V2_IMAGE, 8), 2);
+        let img = decode(V2_IMAGE).unwrap();
+        // The old profile layout was read field by field; the fields added since are off.
+        let ov = Profile::parse_overrides(&["zones=4".to_string()]).unwrap();
+        let want = Profile::load("znsplus-mlc", &ov).unwrap();
+        assert_eq!(img.device.profile(), &want);
+        let c = &img.device.profile().controller;
+        assert_eq!(c.reset_unmap_variation, 0.0);
+        assert_eq!(c.housekeeping_tick.0, Nanos::ZERO);
+        assert_eq!(c.management_window_ticks, 0);
+        // The same zones and data as when it was written.
+        let z = img.device.zones().zones();
+        assert_eq!(z.len(), 4);
+        assert_eq!((z[0].state, z[0].wp), (ZoneState::ImplicitlyOpened, Lba(1)));
+        assert_eq!(z[1].state, ZoneState::ExplicitlyOpened);
+        assert!(z[2..].iter().all(|z| z.state == ZoneState::Empty));
+        let mut d = img.device.clone();
+        let mut out = zonelab_device::ReadData::default();
+        assert!(
+            d.read(img.clock, img.clock, Lba(0), 1, Some(&mut out))
+                .status
+                .is_ok()
+        );
+        let want: Vec<u8> = (0..d.lba_size()).map(|i| (i % 251) as u8).collect();
+        assert_eq!(out.bytes, want);
+        // Saved again it is a format 3 image of the same device.
+        let again = encode(img.clock, &img.device).unwrap();
+        assert_eq!(le_u32(&again, 8), FORMAT_VERSION);
+        let reloaded = decode(&again).unwrap();
+        assert_eq!(reloaded.clock, img.clock);
+        assert_eq!(reloaded.device.zones().zones(), z);
+        assert_eq!(encode(reloaded.clock, &reloaded.device).unwrap(), again);
+        // The old layout is not the current one: labelled format 3 the body does not decode.
+        let as_v3 = with_body(V2_IMAGE, 3, &V2_IMAGE[HEADER_LEN..]);
+        assert!(matches!(decode(&as_v3).unwrap_err(), ImageError::Decode(_)));
+        // A version beyond this build's is refused as such.
+        let newer = with_body(V2_IMAGE, FORMAT_VERSION + 1, &V2_IMAGE[HEADER_LEN..]);
+        let e = decode(&newer).unwrap_err();
+        assert_eq!(e, ImageError::Version { found: 4 });
+        assert!(e.to_string().contains("newer ZoneLab"), "{e}");
+    }
+
+    /// A format 1 image of the fixture's device: the format 2 body without the fields added
+    /// since (`drop` of them, newest first), which the fixture holds at their defaults.
+    fn v1_bytes(drop: usize) -> Vec<u8> {
+        let (management, durability) = ZonedDevice::fields_added_since_image_v1();
+        let mut tail = postcard::to_stdvec(&durability).unwrap();
+        if drop == 2 {
+            tail = [postcard::to_stdvec(&management).unwrap(), tail].concat();
+        }
+        assert!(V2_IMAGE.ends_with(&tail));
+        let body = &V2_IMAGE[HEADER_LEN..V2_IMAGE.len() - tail.len()];
+        with_body(V2_IMAGE, 1, body)
+    }
+
+    #[test]
     fn format_1_images_still_load() {
-        let current = decode(&image_bytes()).unwrap();
+        let v2 = decode(V2_IMAGE).unwrap();
         for drop in [1, 2] {
             let img = decode(&v1_bytes(drop)).unwrap_or_else(|e| panic!("drop {drop}: {e}"));
-            assert_eq!(img.clock, current.clock);
+            assert_eq!(img.clock, v2.clock);
             // Saved again, it is a current image of the same device.
             assert_eq!(
                 encode(img.clock, &img.device).unwrap(),
-                encode(current.clock, &current.device).unwrap()
+                encode(v2.clock, &v2.device).unwrap()
             );
         }
         // Without the completion, a format 1 body does not decode as format 2.
-        let mut as_v2 = v1_bytes(1);
-        as_v2[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        assert!(matches!(
-            decode(&reseal(as_v2)).unwrap_err(),
-            ImageError::Decode(_)
-        ));
+        let as_v2 = v1_bytes(1);
+        let as_v2 = with_body(&as_v2, 2, &as_v2[HEADER_LEN..]);
+        assert!(matches!(decode(&as_v2).unwrap_err(), ImageError::Decode(_)));
+    }
+
+    /// The profile text at the start of a format 3 body, and the rest of the body.
+    fn split_profile_text(bytes: &[u8]) -> (Nanos, String, Vec<u8>) {
+        let ((clock, text), rest): ((Nanos, String), &[u8]) =
+            postcard::take_from_bytes(&bytes[HEADER_LEN..]).unwrap();
+        (clock, text, rest.to_vec())
+    }
+
+    #[test]
+    fn profile_fields_added_later_load_from_older_format_3_images() {
+        let good = image_bytes();
+        let (clock, text, rest) = split_profile_text(&good);
+        // As a build before the three controller fields would have written it.
+        let older: String = text
+            .lines()
+            .filter(|l| {
+                ![
+                    "reset_unmap_variation",
+                    "housekeeping_tick",
+                    "management_window_ticks",
+                ]
+                .iter()
+                .any(|f| l.starts_with(f))
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(text.lines().count(), older.lines().count() + 3, "{text}");
+        let body = [postcard::to_stdvec(&(clock, &older)).unwrap(), rest.clone()].concat();
+        let img = decode(&with_body(&good, FORMAT_VERSION, &body)).unwrap();
+        // The fields took their defaults, which is what the device had.
+        assert_eq!(encode(img.clock, &img.device).unwrap(), good);
+        // A profile field this build does not know (a newer build's image) is refused by name.
+        let newer = text.replace("[controller]\n", "[controller]\nwarp_drive = 1\n");
+        let body = [postcard::to_stdvec(&(clock, &newer)).unwrap(), rest].concat();
+        let e = decode(&with_body(&good, FORMAT_VERSION, &body)).unwrap_err();
+        assert!(
+            matches!(&e, ImageError::Decode(m) if m.contains("warp_drive")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -498,6 +498,42 @@ fn damaged_and_foreign_files_are_refused_clearly() {
     assert_eq!(fs::read(&img).unwrap(), good);
 }
 
+/// A format 2 image written by the previous build (see tests/fixtures/README.md) loads, reports
+/// the zones that build reported, keeps working, and is saved in the current format.
+#[test]
+fn images_of_the_previous_build_still_load() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let old = fs::read(fixtures.join("v2-znsplus-mlc.img")).unwrap();
+    let want = fs::read_to_string(fixtures.join("v2-znsplus-mlc.report-zones.txt")).unwrap();
+    assert_eq!(old[8], 2, "the fixture is a format 2 image");
+    let dir = TempDir::new("v2");
+    let img = dir.path("v2.img");
+    let s = img.to_str().unwrap();
+    fs::write(&img, &old).unwrap();
+    assert_eq!(ok(&["zns", "report-zones", s]), want);
+    // Saved by this build: the current format, same zones, and the old data still reads.
+    assert!(fs::read(&img).unwrap()[8] > 2);
+    let r = report_json(s, &[]);
+    assert_eq!(zone_field(&r, 0, "wp"), 1);
+    let d = dir.path("back.bin");
+    ok(&[
+        "zns",
+        "read",
+        s,
+        "-s",
+        "0",
+        "--nlb",
+        "1",
+        "-d",
+        d.to_str().unwrap(),
+    ]);
+    let block: Vec<u8> = (0..LBA).map(|i| (i % 251) as u8).collect();
+    assert_eq!(fs::read(&d).unwrap(), block);
+    let more = data_file(&dir, "more.bin", &blocks(1, 3));
+    ok(&["zns", "write", s, "-s", "1", "-d", &more]);
+    assert_eq!(zone_field(&report_json(s, &[]), 0, "wp"), 2);
+}
+
 #[test]
 fn the_clock_carries_over_and_runs_are_deterministic() {
     let run = |tag: &str| -> Vec<u8> {

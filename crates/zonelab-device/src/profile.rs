@@ -179,6 +179,28 @@ pub struct ControllerSection {
     pub reset_cost: Duration,
     pub reset_cost_per_page: Duration,
     pub reset_open_block_cost: Duration,
+    /// Spread of a reset's unmapping work: the extra work is exponentially distributed with
+    /// this mean, as a fraction of the nominal per-page work (0 = every reset of the same zone
+    /// state takes the same time). Unmapping walks the zone's part of the mapping table, and how
+    /// much of it must be brought into controller DRAM first varies from reset to reset: the
+    /// ZN540's full-zone resets take 15.1-18.8 ms, most near the minimum with a long tail (seed
+    /// 001 obs. 13: p95 17.94 ms without I/O; partial_reset data: p50 15.5, p95 17.5 ms).
+    #[serde(default)]
+    pub reset_unmap_variation: f64,
+    /// Period of the firmware's housekeeping tick (0 = none). A zone reset that arrives while a
+    /// host write or append is updating the mapping table cannot take the table; it is handed
+    /// to the housekeeping task, whose timer starts then, and committed in a management window
+    /// (see `management_window_ticks`). The ZN540 completes such resets on an exact 4 ms grid
+    /// measured from their submission (seed 001 obs. 13, Fig. 7: 32.00 ms p95 under writes).
+    #[serde(default)]
+    pub housekeeping_tick: Duration,
+    /// Length of a management window in housekeeping ticks. While deferred resets are pending
+    /// the housekeeping task alternates a window for host I/O and a window for management, each
+    /// this many ticks, starting with host I/O; a deferred reset whose unmapping is done is
+    /// committed and completed at the end of the next management window. The ZN540 alternates
+    /// 16 ms (4 ticks) of each while resets are pending (I/O there stalls 16.0 ms once per 32 ms).
+    #[serde(default)]
+    pub management_window_ticks: u32,
     /// Zone finish: firmware work before the remaining capacity is padded.
     pub finish_cost: Duration,
     pub write_buffer: Size,
@@ -361,6 +383,18 @@ impl Profile {
         if c.firmware_cores == 0 || c.append_engines == 0 || c.pcie_lanes == 0 {
             return inv("firmware_cores, append_engines and pcie_lanes must be at least 1".into());
         }
+        if !(c.reset_unmap_variation.is_finite() && c.reset_unmap_variation >= 0.0) {
+            return inv(format!(
+                "reset_unmap_variation must be a finite number >= 0 (got {})",
+                c.reset_unmap_variation
+            ));
+        }
+        if (c.housekeeping_tick.0 == zonelab_sim::Nanos::ZERO) != (c.management_window_ticks == 0) {
+            return inv(
+                "housekeeping_tick and management_window_ticks are set together (both 0 = no housekeeping windows)"
+                    .into(),
+            );
+        }
         if c.pcie_lane_bandwidth.0 == 0 {
             return inv("pcie_lane_bandwidth must be greater than zero".into());
         }
@@ -524,10 +558,18 @@ impl Profile {
 
     /// The profile as TOML, for reports (`config` in results).
     pub fn to_toml(&self) -> String {
+        self.try_to_toml().unwrap_or_default()
+    }
+
+    /// The profile as TOML, as reports and device images hold it.
+    fn try_to_toml(&self) -> Result<String, String> {
         // Sections that do not apply to the namespace are left out (fields are never skipped
-        // by serde itself: device images use a format without field names).
-        let Ok(toml::Value::Table(mut t)) = toml::Value::try_from(self) else {
-            return String::new();
+        // by serde itself: device images of formats 1 and 2 hold the profile in a format
+        // without field names, see `image_v2_layout`).
+        let mut t = match toml::Value::try_from(self) {
+            Ok(toml::Value::Table(t)) => t,
+            Ok(_) => return Err("a profile is not a TOML table".into()),
+            Err(e) => return Err(e.to_string()),
         };
         if self.namespace.is_zoned() {
             t.remove("namespace");
@@ -535,7 +577,133 @@ impl Profile {
         if self.zns.is_unset() {
             t.remove("zns");
         }
-        toml::to_string(&t).unwrap_or_default()
+        toml::to_string(&t).map_err(|e| e.to_string())
+    }
+}
+
+/// Serde adapter for a profile kept inside a serialized device (`ZonedDevice`'s `profile`
+/// field): the profile's TOML text ([`Profile::to_toml`]) as one string. Device images encode
+/// the device with postcard, which writes fields one after another without names; a profile
+/// stored that way stops decoding as soon as a field is added. As text its fields are read by
+/// name, so a field added later with `#[serde(default)]` takes its default when read from an
+/// image written before it existed. Reading checks the profile like any profile file
+/// ([`Profile::from_toml`]); a field this build does not know is refused ("unknown field").
+pub mod as_toml_text {
+    use super::Profile;
+    use serde::de::Error as _;
+    use serde::ser::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// How errors name a profile read from a device image.
+    pub const SOURCE: &str = "in the device image";
+
+    pub fn serialize<S: Serializer>(profile: &Profile, s: S) -> Result<S::Ok, S::Error> {
+        let text = profile.try_to_toml().map_err(S::Error::custom)?;
+        // Text that reads back as another profile would change the device when it is loaded.
+        match Profile::from_toml(&text, SOURCE, &[]) {
+            Ok(back) if back == *profile => s.serialize_str(&text),
+            Ok(_) => Err(S::Error::custom(
+                "the profile reads back differently from its TOML text",
+            )),
+            Err(e) => Err(S::Error::custom(e)),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Profile, D::Error> {
+        let text = String::deserialize(d)?;
+        Profile::from_toml(&text, SOURCE, &[]).map_err(D::Error::custom)
+    }
+}
+
+/// The profile as device images of formats 1 and 2 hold it: field after field without names
+/// (postcard), with the controller section of that time, which lacked `reset_unmap_variation`,
+/// `housekeeping_tick` and `management_window_ticks`. Read this way those three are off (their
+/// serde defaults, as in a profile file without them). From format 3 on images hold the
+/// profile as text ([`as_toml_text`]), so this is the only old layout there is to read.
+pub mod image_v2_layout {
+    use super::*;
+    use serde::Deserializer;
+
+    #[derive(Deserialize)]
+    struct ProfileV2 {
+        name: String,
+        description: String,
+        namespace: NamespaceKind,
+        geometry: GeometrySection,
+        zns: ZnsSection,
+        ftl: Option<FtlSection>,
+        flash: FlashSection,
+        controller: ControllerSectionV2,
+        host: HostSection,
+    }
+
+    #[derive(Deserialize)]
+    struct ControllerSectionV2 {
+        firmware_cores: u32,
+        sq_fetch: Duration,
+        cq_post: Duration,
+        read_cost: Duration,
+        write_cost: Duration,
+        append_dispatch_cost: Duration,
+        append_cost: Duration,
+        append_engines: u32,
+        open_cost: Duration,
+        close_cost: Duration,
+        implicit_open_cost: Duration,
+        implicit_open_append_cost: Duration,
+        reset_cost: Duration,
+        reset_cost_per_page: Duration,
+        reset_open_block_cost: Duration,
+        finish_cost: Duration,
+        write_buffer: Size,
+        pcie_lanes: u32,
+        pcie_lane_bandwidth: Rate,
+        pcie_transfer_cost: Duration,
+        power_loss_protection: bool,
+    }
+
+    /// Reads a profile in the format 1 and 2 layout (only meaningful for a deserializer without
+    /// field names, such as postcard's).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Profile, D::Error> {
+        let p = ProfileV2::deserialize(d)?;
+        let c = p.controller;
+        Ok(Profile {
+            name: p.name,
+            description: p.description,
+            namespace: p.namespace,
+            geometry: p.geometry,
+            zns: p.zns,
+            ftl: p.ftl,
+            flash: p.flash,
+            // Every field named, so that a field added later must be decided on here too.
+            controller: ControllerSection {
+                firmware_cores: c.firmware_cores,
+                sq_fetch: c.sq_fetch,
+                cq_post: c.cq_post,
+                read_cost: c.read_cost,
+                write_cost: c.write_cost,
+                append_dispatch_cost: c.append_dispatch_cost,
+                append_cost: c.append_cost,
+                append_engines: c.append_engines,
+                open_cost: c.open_cost,
+                close_cost: c.close_cost,
+                implicit_open_cost: c.implicit_open_cost,
+                implicit_open_append_cost: c.implicit_open_append_cost,
+                reset_cost: c.reset_cost,
+                reset_cost_per_page: c.reset_cost_per_page,
+                reset_open_block_cost: c.reset_open_block_cost,
+                reset_unmap_variation: 0.0,
+                housekeeping_tick: Duration::default(),
+                management_window_ticks: 0,
+                finish_cost: c.finish_cost,
+                write_buffer: c.write_buffer,
+                pcie_lanes: c.pcie_lanes,
+                pcie_lane_bandwidth: c.pcie_lane_bandwidth,
+                pcie_transfer_cost: c.pcie_transfer_cost,
+                power_loss_protection: c.power_loss_protection,
+            },
+            host: p.host,
+        })
     }
 }
 
@@ -578,6 +746,9 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
                 ("zns", "conventional_zones"),
                 ("ftl", "gc_free_blocks"),
                 ("ftl", "gc_burst"),
+                ("controller", "reset_unmap_variation"),
+                ("controller", "housekeeping_tick"),
+                ("controller", "management_window_ticks"),
                 ("", "description"),
                 ("", "namespace"),
             ];
@@ -757,6 +928,25 @@ mod tests {
         let t = p.to_toml();
         assert!(!t.contains("[zns]") && t.contains("[ftl]"), "{t}");
         assert_eq!(Profile::from_toml(&t, "again", &[]).unwrap(), p);
+    }
+
+    #[test]
+    fn every_builtin_profile_survives_as_image_text() {
+        #[derive(Serialize, Deserialize)]
+        struct Stored {
+            #[serde(with = "as_toml_text")]
+            profile: Profile,
+        }
+        for name in builtin_names() {
+            let profile = Profile::load(name, &[]).unwrap();
+            let v = toml::Value::try_from(Stored {
+                profile: profile.clone(),
+            })
+            .unwrap();
+            assert!(v["profile"].is_str(), "{name}: {v}");
+            let back: Stored = v.try_into().unwrap();
+            assert_eq!(back.profile, profile, "{name}");
+        }
     }
 
     #[test]

@@ -18,7 +18,10 @@ use crate::zone::{
 use crate::{Profile, ProfileError};
 use serde::{Deserialize, Serialize};
 use zonelab_flash::{Firmware, FlashArray, FlashCounters, PcieLink, Timeline};
-use zonelab_sim::{Divisor, Nanos};
+use zonelab_sim::{Divisor, Nanos, SimRng};
+
+/// Seed of the random stream of reset unmapping times (`controller.reset_unmap_variation`).
+const RESET_UNMAP_STREAM: u64 = 0x7265_7365_7475_6e6d;
 
 /// Zone Send Action (Zone Management Send).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +87,10 @@ pub(crate) struct ZoneProgress {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ZonedDevice {
+    /// Serialized as its TOML text, so that profile fields can be added without breaking device
+    /// images ([`crate::profile::as_toml_text`]). First, so that readers of older images can
+    /// rewrite the profile at the start of an old body (`crate::profile::image_v2_layout`).
+    #[serde(with = "crate::profile::as_toml_text")]
     pub(crate) profile: Profile,
     pub(crate) lba_size: u64,
     /// LBAs per flash page (serialized as the number).
@@ -113,22 +120,79 @@ pub struct ZonedDevice {
 /// only when no command needs it, so every I/O command handled while a reset is in progress
 /// delays that reset by the command's firmware time, and I/O latency never waits for a reset
 /// (seed 001 obs. 12 and 13). Resets run one at a time.
+///
+/// With a housekeeping tick (`controller.housekeeping_tick`), a reset that arrives while a host
+/// write or append is in the controller (updating the mapping table, which the reset needs to
+/// itself) is deferred to the housekeeping task instead (seed 001 obs. 13): the task starts its
+/// timer at that reset, alternates windows of `management_window_ticks` ticks for host I/O and
+/// for management, and completes the reset at the end of the first management window by which
+/// its unmapping is done. So deferred resets complete on a grid of windows measured from the
+/// reset that started the timer: the ZN540's resets under concurrent writes take exactly
+/// 32.00 ms, 4 ticks of 4 ms for I/O and 4 for management. Resets arriving while windows are
+/// still scheduled queue behind them. The model does not hold host I/O during a management
+/// window: per seed 001 obs. 12 resets do not change I/O latency.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(crate) struct Management {
     /// (completion first promised, completion now expected) per reset not yet complete.
     pending: Vec<(Nanos, Nanos)>,
     /// When the management path is free of all queued work.
     free_at: Nanos,
+    /// Housekeeping state: tens of milliseconds of virtual time at most, not kept in device
+    /// images (whose format holds the two fields above).
+    #[serde(skip)]
+    hk: Housekeeping,
+}
+
+/// The housekeeping task's view of deferred resets (see [`Management`]).
+#[derive(Clone, Debug, Default)]
+struct Housekeeping {
+    /// Until then a host write or append is in the controller.
+    writers_until: Nanos,
+    /// When the housekeeping timer of the current run of management windows started.
+    window_anchor: Nanos,
+    /// End of the last management window holding a deferred reset.
+    windows_until: Nanos,
+    /// When the unmapping of the deferred resets queued so far is done.
+    deferred_free_at: Nanos,
 }
 
 impl Management {
     /// Queues `work` arriving at `at`; returns its provisional completion time.
     fn submit(&mut self, now: Nanos, at: Nanos, work: Nanos) -> Nanos {
         self.pending.retain(|&(_, done)| done > now);
-        let start = at.max(self.free_at);
+        let start = at.max(self.free_at).max(self.hk.deferred_free_at);
         let done = start + work;
         self.free_at = done;
         self.pending.push((done, done));
+        done
+    }
+
+    /// A host write or append is in the controller until `done`.
+    fn writer(&mut self, done: Nanos) {
+        self.hk.writers_until = self.hk.writers_until.max(done);
+    }
+
+    /// Whether a reset arriving at `at` goes to the housekeeping task (`window` > 0).
+    fn defers(&self, at: Nanos, window: Nanos) -> bool {
+        window > Nanos::ZERO && (at < self.hk.writers_until || at < self.hk.windows_until)
+    }
+
+    /// Queues a deferred reset of `work` arriving at `at` with management windows of `window`;
+    /// returns its completion: the end of the first management window by which it is done.
+    /// Its unmapping is housekeeping work, not pushed back by I/O.
+    fn defer(&mut self, at: Nanos, work: Nanos, window: Nanos) -> Nanos {
+        if at >= self.hk.windows_until {
+            self.hk.window_anchor = at;
+        }
+        let start = at.max(self.free_at).max(self.hk.deferred_free_at);
+        let unmapped = start + work;
+        self.hk.deferred_free_at = unmapped;
+        // Management windows end 2, 4, 6, ... windows after the timer started.
+        let period = window.times(2);
+        let since = (unmapped - self.hk.window_anchor).0;
+        let k = since.div_ceil(period.0).max(1);
+        let done = self.hk.window_anchor + period.times(k);
+        self.hk.windows_until = done;
         done
     }
 
@@ -151,6 +215,9 @@ impl Management {
     fn power_cut(&mut self, at: Nanos) {
         self.pending.clear();
         self.free_at = self.free_at.min(at);
+        self.hk.writers_until = self.hk.writers_until.min(at);
+        self.hk.windows_until = self.hk.windows_until.min(at);
+        self.hk.deferred_free_at = self.hk.deferred_free_at.min(at);
     }
 
     fn current(&self, promised: Nanos) -> Nanos {
@@ -422,6 +489,7 @@ impl ZonedDevice {
             self.pcie.to_device(now, t, bytes)
         };
         let in_buffer = self.buffer.admit(t, nlb);
+        self.management.writer(in_buffer + c.cq_post.0);
         self.counters.written_lbas += nlb;
         // Without power-loss protection: what a random write replaces, kept until it is
         // durable; the blocks a sequential zone holds, all durable unless tracked.
@@ -716,9 +784,17 @@ impl ZonedDevice {
                     return (t, t);
                 }
                 self.counters.zone_resets += 1;
-                let t = self
-                    .management
-                    .submit(now, at, cost + self.reset_work(zone, o));
+                let work = cost + self.reset_work(zone, o);
+                let c = self.profile.controller;
+                let window = c
+                    .housekeeping_tick
+                    .0
+                    .times(c.management_window_ticks as u64);
+                let t = if self.management.defers(at, window) {
+                    self.management.defer(at, work, window)
+                } else {
+                    self.management.submit(now, at, work)
+                };
                 self.discard_buffered(zone);
                 self.data.clear(zone.0);
                 self.progress[zone.0 as usize] = ZoneProgress::default();
@@ -756,7 +832,13 @@ impl ZonedDevice {
     fn reset_work(&self, zone: ZoneId, o: MgmtOutcome) -> Nanos {
         let c = &self.profile.controller;
         let pages = o.written.div_ceil(self.lbas_per_chunk.get());
-        let unmap = c.reset_cost_per_page.0.times(pages);
+        let mut unmap = c.reset_cost_per_page.0.times(pages);
+        if c.reset_unmap_variation > 0.0 && pages > 0 {
+            // One draw per reset the device has done: deterministic for a given history.
+            let u = SimRng::stream(RESET_UNMAP_STREAM, self.counters.zone_resets).unit();
+            let extra = unmap.0 as f64 * c.reset_unmap_variation * -(1.0 - u).ln();
+            unmap += Nanos::from_f64_ns(extra);
+        }
         let sealed = self.progress[zone.0 as usize].programmed_chunks >= self.map.chunks_per_zone();
         let open_blocks = if sealed {
             0
@@ -1189,6 +1271,111 @@ mod tests {
         );
         let (total, max) = d.flash().wear_summary();
         assert!(total > 0 && max == 1);
+    }
+
+    #[test]
+    fn deferred_resets_complete_at_the_end_of_management_windows() {
+        let w = Nanos::from_ms(16);
+        let mut m = Management::default();
+        assert!(
+            !m.defers(Nanos(5), Nanos::ZERO),
+            "no housekeeping: never deferred"
+        );
+        m.writer(Nanos::from_ms(1));
+        assert!(m.defers(Nanos(5), w), "a write is in the controller");
+        assert!(
+            !m.defers(Nanos::from_ms(2), w),
+            "idle controller: reset runs at once"
+        );
+        // The timer starts at the first deferred reset: host window 0-16 ms, management window
+        // 16-32 ms; 15 ms of unmapping are done by then.
+        let t0 = Nanos(5);
+        let done = m.defer(t0, Nanos::from_ms(15), w);
+        assert_eq!(done, t0 + Nanos::from_ms(32));
+        // A reset arriving while that window is scheduled queues behind it: its unmapping ends
+        // at 30 ms, inside the first management window, so it completes with it.
+        assert!(m.defers(t0 + Nanos::from_ms(10), w));
+        let second = m.defer(t0 + Nanos::from_ms(10), Nanos::from_ms(15), w);
+        assert_eq!(second, t0 + Nanos::from_ms(32));
+        // A third one's unmapping runs to 45 ms: the next management window ends at 64 ms.
+        let third = m.defer(t0 + Nanos::from_ms(20), Nanos::from_ms(15), w);
+        assert_eq!(third, t0 + Nanos::from_ms(64));
+        // After the last window the next deferred reset starts a new timer.
+        let later = t0 + Nanos::from_ms(100);
+        assert_eq!(
+            m.defer(later, Nanos::from_ms(1), w),
+            later + Nanos::from_ms(32)
+        );
+        // Deferred work is housekeeping work: I/O does not push it back.
+        m.preempt(later, Nanos::from_ms(1));
+        assert_eq!(
+            m.current(later + Nanos::from_ms(32)),
+            later + Nanos::from_ms(32)
+        );
+    }
+
+    /// Seed 001 obs. 13: with a housekeeping tick a reset meeting a write in the controller
+    /// completes at the end of the next management window; one on an idle controller does not
+    /// wait for the tick. Writes are not slowed either way (obs. 12).
+    #[test]
+    fn a_reset_meeting_a_write_completes_on_the_housekeeping_grid() {
+        // (idle reset latency, reset-with-a-write latency, the write's and the next write's)
+        let run = |sets: &[&str]| -> (Nanos, Nanos, Nanos, Nanos) {
+            let mut items = vec!["reset_cost_per_page=10us"];
+            items.extend_from_slice(sets);
+            let mut d = small(&items);
+            let t = fill(&mut d, 0, 64, 1, Nanos(0));
+            let t = fill(&mut d, 1, 64, 100, t) + Nanos::from_ms(1);
+            let idle = d.zone_mgmt(t, t, ZoneAction::Reset, Lba(0), false);
+            let idle_lat = idle.done - t;
+            // A write to zone 2 is in the controller when the reset of zone 1 arrives.
+            let t = idle.done + Nanos::from_ms(1);
+            let w = d.write(t, t, Lba(128), WriteData::Fingerprints(&[7]), false);
+            let r = d.zone_mgmt(t, t, ZoneAction::Reset, Lba(64), false);
+            let t2 = w.done;
+            let w2 = d.write(t2, t2, Lba(129), WriteData::Fingerprints(&[8]), false);
+            (idle_lat, r.done - t, w.done - t, w2.done - t2)
+        };
+        let (idle, deferred, w1, w2) = run(&["housekeeping_tick=4ms", "management_window_ticks=4"]);
+        let (idle_off, at_once, w1_off, w2_off) = run(&[]);
+        assert_eq!(idle, idle_off, "an idle controller runs the reset at once");
+        assert!(idle < Nanos::from_ms(4), "{idle}");
+        let p = small(&[]).profile;
+        let c = p.controller;
+        assert_eq!(deferred, c.sq_fetch.0 + Nanos::from_ms(32) + c.cq_post.0);
+        assert!(at_once < Nanos::from_ms(4), "{at_once}");
+        assert_eq!((w1, w2), (w1_off, w2_off), "writes are not slowed");
+    }
+
+    /// Seed 001 obs. 13: resets of equally full zones vary (mapping-table work), never below
+    /// the nominal, and the same history gives the same times.
+    #[test]
+    fn reset_unmapping_time_varies_from_reset_to_reset() {
+        let lat = |sets: &[&str]| -> Vec<Nanos> {
+            let mut d = small(sets);
+            let mut t = Nanos(0);
+            let mut v = Vec::new();
+            for _ in 0..12 {
+                t = fill(&mut d, 0, 64, 1, t) + Nanos::from_ms(1);
+                let r = d.zone_mgmt(t, t, ZoneAction::Reset, Lba(0), false);
+                v.push(r.done - t);
+                t = r.done + Nanos::from_ms(1);
+            }
+            v
+        };
+        let fixed = lat(&["reset_cost_per_page=10us"]);
+        assert!(fixed.iter().all(|&x| x == fixed[0]), "{fixed:?}");
+        let sets = ["reset_cost_per_page=10us", "reset_unmap_variation=0.5"];
+        let varied = lat(&sets);
+        assert_eq!(varied, lat(&sets), "deterministic");
+        assert!(
+            varied.iter().all(|&x| x >= fixed[0]),
+            "{varied:?} vs {fixed:?}"
+        );
+        let distinct: std::collections::BTreeSet<_> = varied.iter().collect();
+        assert!(distinct.len() > 6, "{varied:?}");
+        let mean = varied.iter().map(|x| x.0).sum::<u64>() / varied.len() as u64;
+        assert!(mean > fixed[0].0, "the spread adds work on average");
     }
 
     #[test]
