@@ -115,12 +115,7 @@ fn varmail_at_90_percent_cleans_and_verifies() {
     );
     check_cleaning("varmail", &v);
     // varmail fsyncs every file it writes.
-    assert!(
-        v["throughput"]["by_op"]["fsync"]["ops"]
-            .as_u64()
-            .unwrap()
-            > 0
-    );
+    assert!(v["throughput"]["by_op"]["fsync"]["ops"].as_u64().unwrap() > 0);
 }
 
 #[test]
