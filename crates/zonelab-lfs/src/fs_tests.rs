@@ -744,7 +744,8 @@ fn power_cuts_during_cleaning_lose_nothing_acknowledged() {
             let fs = Fs::mount(s, st, opts(), Box::new(F2fs))
                 .await
                 .unwrap_or_else(|e| panic!("seed {seed}: mount after a cut at {at:?}: {e}"));
-            for (&f, &g) in durable.borrow().iter() {
+            let expected = durable.borrow().clone();
+            for (&f, &g) in expected.iter() {
                 let a = fs
                     .lookup(ROOT_INO, &format!("f{f}"))
                     .await
