@@ -9,7 +9,8 @@
 //! device.
 
 use crate::ondisk::{
-    BlkAddr, Checkpoint, FORMAT_VERSION, NAT_PER_BLOCK, SSA_PER_BLOCK, Superblock, sit_per_block,
+    BODY, BlkAddr, Checkpoint, FORMAT_VERSION, NAT_PER_BLOCK, SSA_PER_BLOCK, Superblock,
+    sit_per_block,
 };
 use crate::vfs::{FsError, FsResult};
 
@@ -96,6 +97,16 @@ pub fn plan(dev: DeviceShape, opts: FormatOptions, fingerprint: bool) -> FsResul
         ));
     }
     let blocks_per_seg = (dev.zone_capacity / opts.segs_per_zone as u64) as u32;
+    // One segment's SIT entry (counts and a valid bitmap) must fit a metadata block.
+    let sit_fits = |bps: u64| 12 + bps.div_ceil(64) * 8 <= (BODY - 8) as u64;
+    if !sit_fits(blocks_per_seg as u64) {
+        let fit = (1..=dev.zone_capacity)
+            .find(|&k| dev.zone_capacity.is_multiple_of(k) && sit_fits(dev.zone_capacity / k))
+            .unwrap_or(dev.zone_capacity);
+        return inv(format!(
+            "segments of {blocks_per_seg} blocks are too large for the SIT (a segment's valid bitmap must fit a 4 KiB block): use more segments per zone, e.g. --segs-per-zone {fit} (fs.segs_per_zone = {fit} in an experiment)"
+        ));
+    }
     let segments = main_zones as u64 * opts.segs_per_zone as u64;
     let main_blocks = segments * blocks_per_seg as u64;
     let max_nids =
@@ -317,5 +328,12 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("segs_per_zone"), "{e}");
+        // ZN540-sized zones (1077 MiB) need several segments per zone.
+        let mut s = shape();
+        s.zone_size = 1 << 19;
+        s.zone_capacity = 275_712;
+        s.total_lbas = 512 << 19;
+        let e = plan(s, FormatOptions::default(), false).unwrap_err();
+        assert!(e.to_string().contains("--segs-per-zone"), "{e}");
     }
 }

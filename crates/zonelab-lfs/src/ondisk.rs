@@ -9,7 +9,7 @@ use crate::vfs::{FileKind, FsError, FsResult};
 /// File-system block size in bytes (one device LBA; mkfs refuses other LBA sizes).
 pub const BLOCK: usize = 4096;
 /// Bytes of a block before its CRC.
-const BODY: usize = BLOCK - 4;
+pub const BODY: usize = BLOCK - 4;
 
 /// Block addresses are device LBAs; 0 (the superblock) is never a data or node address.
 pub type BlkAddr = u32;
