@@ -1,7 +1,9 @@
 //! `zonelab mkfs` and `zonelab fsck`: the file system on a device image (see `zonelab zns
-//! create`). The image's zoned device needs conventional zones for the metadata.
+//! create`). The metadata lives on conventional zones of the image's zoned device, or with
+//! `--companion` on a companion conventional device image (`zonelab zns create --profile
+//! sn640`), as F2FS on ZNS drives without conventional zones (mkfs.f2fs -c).
 
-use crate::image::{self, Image};
+use crate::image::{self, AnyImage, ConventionalImage, Image};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use std::cell::RefCell;
@@ -9,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::rc::Rc;
 use zonelab_device::{HostStack, IoEngine, IoScheduler, Namespace};
+use zonelab_lfs::dev::Devices;
 use zonelab_lfs::fs::{Fs, FsOptions};
 use zonelab_lfs::layout::FormatOptions;
 use zonelab_lfs::policy;
@@ -21,25 +24,77 @@ pub struct MkfsArgs {
     /// Segments per zone (1: a segment is a whole zone).
     #[arg(long, default_value_t = 1)]
     segs_per_zone: u32,
+    /// Companion conventional device image for the metadata (created by `zonelab zns create
+    /// IMAGE --profile sn640`); the zoned device then needs no conventional zones.
+    #[arg(long, value_name = "IMAGE")]
+    companion: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
 pub struct FsckArgs {
     /// Device image holding a file system.
     image: PathBuf,
+    /// The companion conventional device image the file system was formatted with.
+    #[arg(long, value_name = "IMAGE")]
+    companion: Option<PathBuf>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
 }
 
-/// The image's device behind the kernel I/O path F2FS uses on zoned drives, on a simulation
-/// continuing the image's clock.
-fn stack_for(img: Image) -> Result<(Sim, Rc<HostStack>)> {
-    let sim = Sim::starting_at(img.clock);
-    let ns = Rc::new(RefCell::new(Namespace::Zoned(img.device)));
-    let stack = HostStack::new(sim.clone(), ns, IoEngine::IoUring, IoScheduler::MqDeadline)
-        .map_err(|e| anyhow::anyhow!(e))?;
-    Ok((sim, stack))
+/// The images' devices behind the kernel I/O path F2FS uses on zoned drives, on one simulation
+/// continuing the later of the images' clocks.
+struct Stacks {
+    sim: Sim,
+    zoned: Rc<HostStack>,
+    companion: Option<Rc<HostStack>>,
+}
+
+impl Stacks {
+    fn devices(&self) -> Devices {
+        match &self.companion {
+            Some(c) => Devices::with_companion(self.zoned.clone(), c.clone()),
+            None => Devices::from(self.zoned.clone()),
+        }
+    }
+}
+
+/// Loads the companion image: a conventional-namespace image.
+fn load_companion(path: &Path) -> Result<ConventionalImage> {
+    match image::load_any(path).context("--companion")? {
+        AnyImage::Conventional(c) => Ok(c),
+        AnyImage::Zoned(_) => bail!(
+            "--companion {}: this is a zoned device image; the companion must be a conventional one, e.g. `zonelab zns create {} --profile sn640 --set blocks_per_plane=16`",
+            path.display(),
+            path.display()
+        ),
+    }
+}
+
+fn stacks_for(img: Image, companion: Option<ConventionalImage>) -> Result<Stacks> {
+    let clock = companion
+        .as_ref()
+        .map_or(img.clock, |c| c.clock.max(img.clock));
+    let sim = Sim::starting_at(clock);
+    let stack = |ns: Namespace| {
+        HostStack::new(
+            sim.clone(),
+            Rc::new(RefCell::new(ns)),
+            IoEngine::IoUring,
+            IoScheduler::MqDeadline,
+        )
+        .map_err(|e| anyhow::anyhow!(e))
+    };
+    let zoned = stack(Namespace::Zoned(img.device))?;
+    let companion = match companion {
+        Some(c) => Some(stack(Namespace::Conventional(c.device))?),
+        None => None,
+    };
+    Ok(Stacks {
+        sim,
+        zoned,
+        companion,
+    })
 }
 
 fn back_to_image(sim: &Sim, stack: &Rc<HostStack>) -> Image {
@@ -53,24 +108,47 @@ fn back_to_image(sim: &Sim, stack: &Rc<HostStack>) -> Image {
     }
 }
 
+fn back_to_companion(sim: &Sim, stack: &Rc<HostStack>) -> ConventionalImage {
+    let dev = stack.device().borrow();
+    let Namespace::Conventional(d) = &*dev else {
+        unreachable!("companions are conventional devices")
+    };
+    ConventionalImage {
+        clock: sim.now(),
+        device: d.clone(),
+    }
+}
+
 pub fn mkfs(a: MkfsArgs) -> Result<ExitCode> {
     let img = image::load(&a.image)?;
-    let (sim, stack) = stack_for(img)?;
+    let companion = a.companion.as_deref().map(load_companion).transpose()?;
+    let stacks = stacks_for(img, companion)?;
+    let sim = stacks.sim.clone();
     let format = FormatOptions {
         segs_per_zone: a.segs_per_zone,
         ..Default::default()
     };
-    let (s, st) = (sim.clone(), stack.clone());
+    let (s, devs) = (sim.clone(), stacks.devices());
     let res = sim
         .block_on(async move {
-            let fs = Fs::mkfs(s, st, format, FsOptions::default(), Box::new(policy::F2fs)).await?;
+            let fs = Fs::mkfs(
+                s,
+                devs,
+                format,
+                FsOptions::default(),
+                Box::new(policy::F2fs),
+            )
+            .await?;
             let sf = zonelab_lfs::FileSystem::statfs(&fs);
             fs.unmount().await?;
             Ok::<_, zonelab_lfs::FsError>(sf)
         })
         .context("simulation stalled")?;
     let sf = res.with_context(|| format!("mkfs {}", a.image.display()))?;
-    image::save(&a.image, &back_to_image(&sim, &stack), true)?;
+    if let (Some(path), Some(c)) = (&a.companion, &stacks.companion) {
+        image::save_conventional(path, &back_to_companion(&sim, c), true)?;
+    }
+    image::save(&a.image, &back_to_image(&sim, &stacks.zoned), true)?;
     println!(
         "{}: file system created, {} blocks of 4 KiB ({:.1} GiB) for files, {} inodes",
         a.image.display(),
@@ -83,7 +161,7 @@ pub fn mkfs(a: MkfsArgs) -> Result<ExitCode> {
 
 /// Mounts a copy of the image's device (the image file is not changed) and checks it.
 pub fn fsck(a: FsckArgs) -> Result<ExitCode> {
-    let problems = check_image(&a.image)?;
+    let problems = check_image(&a.image, a.companion.as_deref())?;
     if a.json {
         println!(
             "{}",
@@ -104,13 +182,15 @@ pub fn fsck(a: FsckArgs) -> Result<ExitCode> {
     })
 }
 
-pub fn check_image(path: &Path) -> Result<Vec<String>> {
+pub fn check_image(path: &Path, companion: Option<&Path>) -> Result<Vec<String>> {
     let img = image::load(path)?;
-    let (sim, stack) = stack_for(img)?;
-    let s = sim.clone();
+    let companion = companion.map(load_companion).transpose()?;
+    let stacks = stacks_for(img, companion)?;
+    let sim = stacks.sim.clone();
+    let (s, devs) = (sim.clone(), stacks.devices());
     let r = sim
         .block_on(async move {
-            let fs = Fs::mount(s, stack, FsOptions::default(), Box::new(policy::F2fs)).await?;
+            let fs = Fs::mount(s, devs, FsOptions::default(), Box::new(policy::F2fs)).await?;
             fs.check().await
         })
         .context("simulation stalled")?;

@@ -7,12 +7,19 @@
 //! offset size  field
 //!      0    8  magic     b"ZONELAB\0"
 //!      8    4  version   FORMAT_VERSION
-//!     12    4  flags     0; no optional features are defined and unknown bits are refused
+//!     12    4  flags     bit 0: the body holds a conventional namespace (FLAG_CONVENTIONAL);
+//!                        unknown bits are refused
 //!     16    8  body_len  bytes of body that follow the header
 //!     24    4  body_crc  CRC-32 (IEEE) of the body
 //!     28    4  reserved  0
-//!     32    …  body      postcard encoding of { clock: Nanos, device: ZonedDevice }
+//!     32    …  body      postcard encoding of { clock: Nanos, device: ZonedDevice }, or with
+//!                        FLAG_CONVENTIONAL of { clock: Nanos, device: ConventionalDevice }
 //! ```
+//!
+//! A conventional-namespace image (`zonelab zns create --profile sn640`, [`FLAG_CONVENTIONAL`])
+//! is the companion device F2FS keeps its metadata on beside a zoned drive without conventional
+//! zones (`zonelab mkfs --companion`); the zns tools refuse it. Its profile is stored as text
+//! too; conventional images exist from format 3 on.
 //!
 //! Postcard writes fields one after another without names, so the body's layout is the exact
 //! field list of the device at the time. The device's profile, its first field, is stored as
@@ -46,7 +53,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use zonelab_device::profile::{as_toml_text, image_v2_layout};
-use zonelab_device::{Profile, ZonedDevice};
+use zonelab_device::{ConventionalDevice, Profile, ZonedDevice};
 use zonelab_sim::Nanos;
 
 /// The file signature.
@@ -55,6 +62,35 @@ pub const MAGIC: [u8; 8] = *b"ZONELAB\0";
 pub const FORMAT_VERSION: u32 = 3;
 /// Bytes before the body.
 pub const HEADER_LEN: usize = 32;
+/// Header flag: the body holds a [`ConventionalDevice`].
+pub const FLAG_CONVENTIONAL: u32 = 1;
+
+/// A conventional (block-interface) device and its virtual clock.
+#[derive(Clone, Debug)]
+pub struct ConventionalImage {
+    pub clock: Nanos,
+    pub device: ConventionalDevice,
+}
+
+/// An image of either kind.
+#[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum AnyImage {
+    Zoned(Image),
+    Conventional(ConventionalImage),
+}
+
+#[derive(Serialize)]
+struct ConventionalBodyRef<'a> {
+    clock: Nanos,
+    device: &'a ConventionalDevice,
+}
+
+#[derive(Deserialize)]
+struct ConventionalBody {
+    clock: Nanos,
+    device: ConventionalDevice,
+}
 
 /// A device and its virtual clock: when the next command arrives.
 #[derive(Clone, Debug)]
@@ -79,14 +115,24 @@ struct Body {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ImageError {
     NotAnImage,
-    Truncated { expected: u64, got: u64 },
-    Version { found: u32 },
+    Truncated {
+        expected: u64,
+        got: u64,
+    },
+    Version {
+        found: u32,
+    },
     UnknownFlags(u32),
     TrailingBytes(u64),
-    Checksum { stored: u32, computed: u32 },
+    Checksum {
+        stored: u32,
+        computed: u32,
+    },
     Decode(String),
     Inconsistent(String),
     Encode(String),
+    /// A conventional-namespace image where a zoned one is needed.
+    Conventional,
 }
 
 impl fmt::Display for ImageError {
@@ -140,6 +186,12 @@ impl fmt::Display for ImageError {
                  written by a faulty build"
             ),
             ImageError::Encode(e) => write!(f, "cannot encode the device image: {e}"),
+            ImageError::Conventional => write!(
+                f,
+                "this image holds a conventional (block-interface) namespace, a companion device \
+                 for `zonelab mkfs --companion`; this command needs a zoned device image (create \
+                 one with `zonelab zns create IMAGE --profile zn540`)"
+            ),
         }
     }
 }
@@ -150,15 +202,29 @@ impl std::error::Error for ImageError {}
 pub fn encode(clock: Nanos, device: &ZonedDevice) -> Result<Vec<u8>, ImageError> {
     let body = postcard::to_stdvec(&BodyRef { clock, device })
         .map_err(|e| ImageError::Encode(e.to_string()))?;
+    Ok(with_header(body, 0))
+}
+
+/// The complete file contents for a conventional image.
+pub fn encode_conventional(
+    clock: Nanos,
+    device: &ConventionalDevice,
+) -> Result<Vec<u8>, ImageError> {
+    let body = postcard::to_stdvec(&ConventionalBodyRef { clock, device })
+        .map_err(|e| ImageError::Encode(e.to_string()))?;
+    Ok(with_header(body, FLAG_CONVENTIONAL))
+}
+
+fn with_header(body: Vec<u8>, flags: u32) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + body.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&flags.to_le_bytes());
     out.extend_from_slice(&(body.len() as u64).to_le_bytes());
     out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
     out.extend_from_slice(&0u32.to_le_bytes());
     out.extend_from_slice(&body);
-    Ok(out)
+    out
 }
 
 fn le_u32(b: &[u8], at: usize) -> u32 {
@@ -173,8 +239,16 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(w)
 }
 
-/// Parses and checks a whole image file's contents.
+/// Parses and checks a whole zoned image file's contents.
 pub fn decode(bytes: &[u8]) -> Result<Image, ImageError> {
+    match decode_any(bytes)? {
+        AnyImage::Zoned(i) => Ok(i),
+        AnyImage::Conventional(_) => Err(ImageError::Conventional),
+    }
+}
+
+/// Parses and checks a whole image file's contents, of either kind.
+pub fn decode_any(bytes: &[u8]) -> Result<AnyImage, ImageError> {
     let got = bytes.len() as u64;
     let sig = bytes.len().min(MAGIC.len());
     if bytes[..sig] != MAGIC[..sig] || bytes.is_empty() {
@@ -191,7 +265,8 @@ pub fn decode(bytes: &[u8]) -> Result<Image, ImageError> {
         return Err(ImageError::Version { found: version });
     }
     let flags = le_u32(bytes, 12);
-    if flags != 0 || le_u32(bytes, 28) != 0 {
+    let known = if version == 1 { 0 } else { FLAG_CONVENTIONAL };
+    if flags & !known != 0 || le_u32(bytes, 28) != 0 {
         return Err(ImageError::UnknownFlags(flags));
     }
     let body_len = le_u64(bytes, 16);
@@ -211,11 +286,35 @@ pub fn decode(bytes: &[u8]) -> Result<Image, ImageError> {
     if stored != computed {
         return Err(ImageError::Checksum { stored, computed });
     }
+    if flags & FLAG_CONVENTIONAL != 0 {
+        if version < 3 {
+            return Err(ImageError::Decode(format!(
+                "a conventional-namespace image of format {version}: they exist from format 3 on"
+            )));
+        }
+        return decode_conventional_body(body).map(AnyImage::Conventional);
+    }
     match version {
         1 => decode_v1_body(&profile_as_text(body)?),
         2 => decode_body(&profile_as_text(body)?),
         _ => decode_body(body),
     }
+    .map(AnyImage::Zoned)
+}
+
+fn decode_conventional_body(body: &[u8]) -> Result<ConventionalImage, ImageError> {
+    let (b, rest): (ConventionalBody, &[u8]) =
+        postcard::take_from_bytes(body).map_err(|e| decode_error(body, e))?;
+    if !rest.is_empty() {
+        return Err(ImageError::TrailingBytes(rest.len() as u64));
+    }
+    b.device
+        .validate_loaded()
+        .map_err(ImageError::Inconsistent)?;
+    Ok(ConventionalImage {
+        clock: b.clock,
+        device: b.device,
+    })
 }
 
 /// A format 1 or 2 body with its profile rewritten as format 3 stores it: the body starts with
@@ -294,24 +393,47 @@ fn decode_error(body: &[u8], e: postcard::Error) -> ImageError {
     ImageError::Decode(e.to_string())
 }
 
-/// Reads an image file.
+/// Reads a zoned image file.
 pub fn load(path: &Path) -> anyhow::Result<Image> {
     let bytes =
         fs::read(path).with_context(|| format!("cannot read device image {}", path.display()))?;
     decode(&bytes).with_context(|| format!("{}", path.display()))
 }
 
+/// Reads an image file of either kind.
+pub fn load_any(path: &Path) -> anyhow::Result<AnyImage> {
+    let bytes =
+        fs::read(path).with_context(|| format!("cannot read device image {}", path.display()))?;
+    decode_any(&bytes).with_context(|| format!("{}", path.display()))
+}
+
 /// Writes `image` to `path` atomically: a temporary file in the same directory, flushed to disk,
 /// then renamed over `path`. With `replace` false an existing `path` is refused.
 pub fn save(path: &Path, image: &Image, replace: bool) -> anyhow::Result<()> {
-    let bytes = encode(image.clock, &image.device)?;
+    write_atomically(path, &encode(image.clock, &image.device)?, replace)
+}
+
+/// [`save`] for a conventional image.
+pub fn save_conventional(
+    path: &Path,
+    image: &ConventionalImage,
+    replace: bool,
+) -> anyhow::Result<()> {
+    write_atomically(
+        path,
+        &encode_conventional(image.clock, &image.device)?,
+        replace,
+    )
+}
+
+fn write_atomically(path: &Path, bytes: &[u8], replace: bool) -> anyhow::Result<()> {
     let tmp = temp_path(path);
     let written = (|| -> std::io::Result<()> {
         let mut f = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)?;
-        f.write_all(&bytes)?;
+        f.write_all(bytes)?;
         f.sync_all()
     })();
     if let Err(e) = written {
@@ -434,8 +556,8 @@ mod tests {
                 .contains(&format!("this build reads version {FORMAT_VERSION}"))
         );
         let mut flagged = good.clone();
-        flagged[12] = 1;
-        assert_eq!(decode(&flagged).unwrap_err(), ImageError::UnknownFlags(1));
+        flagged[12] = 2;
+        assert_eq!(decode(&flagged).unwrap_err(), ImageError::UnknownFlags(2));
         let mut corrupt = good.clone();
         let last = corrupt.len() - 1;
         corrupt[last] ^= 0x40;
@@ -691,5 +813,27 @@ mod tests {
         let e = load(&dir.join("missing.img")).unwrap_err();
         assert!(format!("{e:#}").contains("missing.img"));
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn conventional_images_round_trip_and_zoned_readers_refuse_them() {
+        let ov = Profile::parse_overrides(&[
+            "blocks_per_plane=16".to_string(),
+            "pages_per_block=64".to_string(),
+        ])
+        .unwrap();
+        let p = Profile::load("sn640-op28", &ov).unwrap();
+        let d = ConventionalDevice::new(p, PayloadMode::Full).unwrap();
+        let bytes = encode_conventional(Nanos(7), &d).unwrap();
+        match decode_any(&bytes).unwrap() {
+            AnyImage::Conventional(c) => {
+                assert_eq!(c.clock, Nanos(7));
+                assert_eq!(c.device.total_lbas(), d.total_lbas());
+            }
+            AnyImage::Zoned(_) => panic!("a conventional image decoded as zoned"),
+        }
+        let e = decode(&bytes).unwrap_err();
+        assert_eq!(e, ImageError::Conventional);
+        assert!(e.to_string().contains("zoned device image"), "{e}");
     }
 }

@@ -13,10 +13,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Instant;
-use zonelab_device::{HostStack, IoEngine, IoScheduler, Namespace, PayloadMode, Profile};
+use zonelab_device::{
+    HostStack, IoEngine, IoScheduler, Namespace, NamespaceKind, PayloadMode, Profile,
+};
 use zonelab_flash::BUSY_BUCKET;
 use zonelab_flash::units::{parse_duration, parse_size};
 use zonelab_lfs::FileSystem;
+use zonelab_lfs::dev::Devices;
 use zonelab_lfs::fs::{Fs, FsOptions, FsStats, HostModel};
 use zonelab_lfs::layout::{DeviceShape, FormatOptions, plan};
 use zonelab_lfs::policy;
@@ -63,10 +66,40 @@ struct DeviceCfg {
     payload: String,
     #[serde(default)]
     set: BTreeMap<String, toml::Value>,
+    /// Where the file system's metadata lives: "zones" (conventional zones of the device, added
+    /// when its profile has none) or "companion" (a companion conventional device,
+    /// `[device.companion]`). Left out of the result when "zones", so results of experiments
+    /// from before the key stay byte-identical.
+    #[serde(default = "zones", skip_serializing_if = "is_zones")]
+    metadata: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    companion: Option<CompanionCfg>,
+}
+
+/// The companion conventional device holding the metadata with `metadata = "companion"`
+/// (F2FS on ZNS drives without conventional zones: mkfs.f2fs -c).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct CompanionCfg {
+    /// A profile with namespace = "conventional" (sn640, sn640-op7, sn640-op28, or a path).
+    #[serde(default = "sn640")]
+    profile: String,
+    /// Profile overrides, e.g. { blocks_per_plane = 16 } to shrink it.
+    #[serde(default)]
+    set: BTreeMap<String, toml::Value>,
 }
 
 fn fingerprint() -> String {
     "fingerprint".into()
+}
+fn zones() -> String {
+    "zones".into()
+}
+fn is_zones(s: &str) -> bool {
+    s == "zones"
+}
+fn sn640() -> String {
+    "sn640".into()
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -194,7 +227,7 @@ fn device_profile(d: &DeviceCfg, fmt: FormatOptions, fp: bool) -> Result<(Profil
         .map(|(k, v)| (k.clone(), value_text(v)))
         .collect();
     let p = Profile::load(&d.profile, &sets)?;
-    if p.zns.conventional_zones > 0 {
+    if p.zns.conventional_zones > 0 || d.metadata == "companion" {
         return Ok((p, 0));
     }
     for k in 1..=64u32 {
@@ -214,6 +247,37 @@ fn device_profile(d: &DeviceCfg, fmt: FormatOptions, fp: bool) -> Result<(Profil
     )
 }
 
+/// The companion conventional device's profile when the experiment asks for one.
+fn companion_profile(d: &DeviceCfg) -> Result<Option<Profile>> {
+    match (d.metadata.as_str(), &d.companion) {
+        ("zones", None) => Ok(None),
+        ("zones", Some(_)) => bail!(
+            "[device.companion] is used only with device.metadata = \"companion\"; set that or remove the section"
+        ),
+        ("companion", c) => {
+            let c = c.clone().unwrap_or(CompanionCfg {
+                profile: sn640(),
+                set: BTreeMap::new(),
+            });
+            let sets: Vec<(String, String)> = c
+                .set
+                .iter()
+                .map(|(k, v)| (k.clone(), value_text(v)))
+                .collect();
+            let p = Profile::load(&c.profile, &sets)
+                .with_context(|| format!("device.companion.profile {}", c.profile))?;
+            if p.namespace != NamespaceKind::Conventional {
+                bail!(
+                    "device.companion.profile '{}' is a zoned namespace; the companion must be a conventional one (sn640, sn640-op7, sn640-op28)",
+                    c.profile
+                );
+            }
+            Ok(Some(p))
+        }
+        (m, _) => bail!("device.metadata '{m}': use \"zones\" or \"companion\""),
+    }
+}
+
 /// Samples taken every 100 simulated ms over the whole run (setup included).
 #[derive(Default)]
 struct Timeline {
@@ -224,8 +288,8 @@ struct Timeline {
 }
 
 /// The cumulative counters a result reports for its measured window.
-fn counters(stats: &FsStats, ns: &Namespace) -> Value {
-    json!({
+fn counters(stats: &FsStats, ns: &Namespace, companion: Option<&Namespace>) -> Value {
+    let mut v = json!({
         "traffic": stats.traffic,
         "fs": {
             "checkpoints": stats.checkpoints, "zones_cleaned": stats.zones_cleaned,
@@ -235,7 +299,15 @@ fn counters(stats: &FsStats, ns: &Namespace) -> Value {
         },
         "device": ns.counters(),
         "flash": ns.flash_counters(),
-    })
+    });
+    if let Some(c) = companion {
+        v["companion"] = json!({
+            "device": c.counters(),
+            "flash": c.flash_counters(),
+            "ftl": c.gc_counters(),
+        });
+    }
+    v
 }
 
 /// `end - start` for every counter of two [`counters`] snapshots.
@@ -330,6 +402,7 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
         ..Default::default()
     };
     let (profile, added) = device_profile(&exp.device, fmt, payload == PayloadMode::Fingerprint)?;
+    let companion_profile = companion_profile(&exp.device)?;
     let policy_box = policy::by_name(&exp.fs.policy).map_err(|e| anyhow!(e))?;
     let preset = match exp.workload.preset.as_deref() {
         None | Some("filebench") => Preset::Filebench,
@@ -397,6 +470,27 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
         IoScheduler::MqDeadline,
     )
     .map_err(|e| anyhow!(e))?;
+    let companion = match &companion_profile {
+        Some(p) => {
+            let cns = Namespace::new(p.clone(), payload)
+                .context("device.companion")?
+                .shared();
+            let cstack = HostStack::new(
+                sim.clone(),
+                cns.clone(),
+                IoEngine::IoUring,
+                IoScheduler::MqDeadline,
+            )
+            .map_err(|e| anyhow!(e))?;
+            Some((cns, cstack))
+        }
+        None => None,
+    };
+    let devices = match &companion {
+        Some((_, c)) => Devices::with_companion(stack.clone(), c.clone()),
+        None => Devices::from(stack.clone()),
+    };
+    let cns = companion.as_ref().map(|(n, _)| n.clone());
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = ProgressBar::new_spinner();
         b.set_style(
@@ -408,14 +502,15 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
     let timeline = Rc::new(RefCell::new(Timeline::default()));
     let window_start: Rc<RefCell<Option<(Nanos, Value, usize)>>> = Rc::new(RefCell::new(None));
     let done = Rc::new(Cell::new(false));
-    let (s, st, tl, dn, b2, ns2, ws) = (
+    let (s, st, tl, dn, b2, ns2, ws, cns2) = (
         sim.clone(),
-        stack.clone(),
+        devices,
         timeline.clone(),
         done.clone(),
         bar.clone(),
         ns.clone(),
         window_start.clone(),
+        cns.clone(),
     );
     let mut cfg = cfg;
     let wall = Instant::now();
@@ -424,12 +519,13 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
     let (ww, ew) = (wall_at_window.clone(), end_wall.clone());
     let outcome = sim
         .block_on(async move {
-            let fs = Rc::new(Fs::mkfs(s.clone(), st.clone(), fmt, opts, policy_box).await?);
+            let fs = Rc::new(Fs::mkfs(s.clone(), st, fmt, opts, policy_box).await?);
             {
-                let (fs, s2, ns) = (fs.clone(), s.clone(), ns2.clone());
+                let (fs, s2, ns, cns) = (fs.clone(), s.clone(), ns2.clone(), cns2.clone());
                 cfg.on_measure = Some(MeasureHook(Rc::new(move || {
                     let stats = fs.stats();
-                    let snapshot = counters(&stats, &ns.borrow());
+                    let c = cns.as_ref().map(|c| c.borrow());
+                    let snapshot = counters(&stats, &ns.borrow(), c.as_deref());
                     *ws.borrow_mut() = Some((s2.now(), snapshot, stats.compaction.len()));
                     ww.set(Some(Instant::now()));
                 })));
@@ -473,11 +569,13 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
             let report = zonelab_workload::fs::run(s.clone(), fs.clone(), w, cfg).await;
             ew.set(Instant::now());
             let end_stats = fs.stats();
+            let c = cns2.as_ref().map(|c| c.borrow());
             let end = (
                 s.now(),
-                counters(&end_stats, &ns2.borrow()),
+                counters(&end_stats, &ns2.borrow(), c.as_deref()),
                 end_stats.compaction,
             );
+            drop(c);
             dn.set(true);
             let report = report.map_err(|e| zonelab_lfs::FsError::Io(e.to_string()))?;
             fs.sync().await?;
@@ -507,9 +605,14 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
     // A ratio over nothing written is undefined: null in the JSON, "n/a" on the console.
     let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
     let host_waf = ratio(fs_writes, report.bytes_written);
+    // Flash programs per host write, over both devices when the metadata is on a companion.
+    let cn = |section: &str, key: &str| w["companion"][section][key].as_u64().unwrap_or(0);
+    let cpage = companion_profile
+        .as_ref()
+        .map_or(0, |p| p.geometry.page_size.0);
     let flash_waf = ratio(
-        n("flash", "programs") * page,
-        n("device", "written_lbas") * 4096,
+        n("flash", "programs") * page + cn("flash", "programs") * cpage,
+        (n("device", "written_lbas") + cn("device", "written_lbas")) * 4096,
     );
     let total_waf = host_waf.zip(flash_waf).map(|(h, f)| h * f);
     let show = |x: Option<f64>| x.map_or("n/a".to_string(), |x| format!("{x:.2}"));
@@ -532,7 +635,7 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
     let window_busy: u64 = busy_log.iter().skip(b0).take(b1.saturating_sub(b0)).sum();
     let chip_utilization_mean = window_busy as f64
         / (dies as f64 * ((b1.saturating_sub(b0)) as u64 * BUSY_BUCKET.0).max(1) as f64);
-    let result = json!({
+    let mut result = json!({
         "config": {
             "experiment": exp,
             "profile": profile,
@@ -582,6 +685,18 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
         "verify": report.verify,
         "fsck": { "clean": problems.is_empty(), "problems": problems },
     });
+    if let Some(p) = &companion_profile {
+        result["config"]["companion_profile"] = json!(p);
+        let c = &w["companion"];
+        result["device"]["companion"] = json!({
+            "reads": c["device"]["reads"], "writes": c["device"]["writes"],
+            "read_lbas": c["device"]["read_lbas"], "written_lbas": c["device"]["written_lbas"],
+            "flash_reads": c["flash"]["reads"], "flash_programs": c["flash"]["programs"],
+            "erases": c["flash"]["erases"], "copybacks": c["flash"]["copybacks"],
+            "gc_runs": c["ftl"]["gc_runs"], "gc_pages": c["ftl"]["gc_pages"],
+            "gc_erases": c["ftl"]["gc_erases"],
+        });
+    }
     let mut summary = format!(
         "{} on {} ({}), {} threads: {:.0} ops/s, {:.1} MB/s over {:.2} simulated s\n",
         report.workload,

@@ -359,10 +359,22 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
     let overrides = Profile::parse_overrides(&a.set)?;
     let profile = Profile::load(&a.profile, &overrides)?;
     if profile.namespace != zonelab_device::NamespaceKind::Zoned {
-        bail!(
-            "profile '{}' is a conventional (block-interface) namespace; the zns tools need a zoned profile such as zn540 (run conventional devices with zonelab fio)",
-            profile.name
+        // A companion device for the file system's metadata (zonelab mkfs --companion).
+        let device = zonelab_device::ConventionalDevice::new(profile, PayloadMode::Full)?;
+        let img = image::ConventionalImage {
+            clock: Nanos::ZERO,
+            device,
+        };
+        image::save_conventional(&a.image, &img, a.force)?;
+        let d = &img.device;
+        println!(
+            "created {}: profile {}, conventional namespace of {:#x} LBAs ({}), a companion device for `zonelab mkfs --companion` (the zns commands need a zoned image)",
+            a.image.display(),
+            d.profile().name,
+            d.total_lbas(),
+            mib(d.total_lbas(), d.lba_size())
         );
+        return Ok(ExitCode::SUCCESS);
     }
     let device = ZonedDevice::new(profile, PayloadMode::Full)?;
     let img = Image {

@@ -203,11 +203,32 @@ fn zoned_options_on_a_conventional_device_are_explained() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("conventional"), "{out}");
+    // zns create makes a conventional image (a companion for mkfs --companion), which the
+    // zoned tools refuse by name.
+    let path = dir.join(format!("zonelab-companion-{}.img", std::process::id()));
+    let img = path.to_str().unwrap();
     let o = zonelab(
         &dir,
-        &s(&["zns", "create", "/nonexistent/x.img", "--profile", "sn640"]),
+        &s(&[
+            "zns",
+            "create",
+            img,
+            "--profile",
+            "sn640",
+            "--set",
+            "blocks_per_plane=32",
+            "--set",
+            "pages_per_block=64",
+        ]),
     );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("companion"));
+    let o = zonelab(&dir, &s(&["zns", "report-zones", img]));
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("conventional"), "{err}");
+    assert!(
+        err.contains("conventional") && err.contains("zoned device image"),
+        "{err}"
+    );
+    let _ = std::fs::remove_file(&path);
 }

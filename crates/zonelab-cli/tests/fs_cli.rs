@@ -104,3 +104,73 @@ fn a_closed_pipe_ends_output_without_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     std::fs::remove_file(&img).ok();
 }
+
+#[test]
+fn mkfs_and_fsck_with_a_companion_image() {
+    let (zimg, cimg, other) = (temp("zoned.img"), temp("comp.img"), temp("other.img"));
+    let (z, c, x) = (
+        zimg.to_str().unwrap(),
+        cimg.to_str().unwrap(),
+        other.to_str().unwrap(),
+    );
+    // A zoned device without conventional zones and a small sn640 companion.
+    let o = zonelab(&[
+        "zns",
+        "create",
+        z,
+        "--profile",
+        "znsplus-mlc",
+        "--set",
+        "zones=32",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    for (img, bpp) in [(c, "16"), (x, "24")] {
+        let o = zonelab(&[
+            "zns",
+            "create",
+            img,
+            "--profile",
+            "sn640-op28",
+            "--set",
+            &format!("blocks_per_plane={bpp}"),
+            "--set",
+            "pages_per_block=64",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let o = zonelab(&["mkfs", z, "--companion", c]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("file system created"), "{}", text(&o));
+    let o = zonelab(&["fsck", z, "--companion", c, "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["clean"], true);
+
+    // Without the companion, with another one, with a zoned image as companion, with a
+    // missing file: clear errors, no panic.
+    for (args, want) in [
+        (vec!["fsck", z], "attach that companion (--companion)"),
+        (vec!["fsck", z, "--companion", x], "attach the companion"),
+        (
+            vec!["fsck", z, "--companion", z],
+            "the companion must be a conventional one",
+        ),
+        (
+            vec!["mkfs", z, "--companion", z],
+            "the companion must be a conventional one",
+        ),
+        (
+            vec!["fsck", z, "--companion", "/nonexistent/c.img"],
+            "cannot read device image",
+        ),
+        (vec!["zns", "report-zones", c], "conventional"),
+    ] {
+        let o = zonelab(&args);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
+        assert!(!text(&o).contains("panicked"), "{}", text(&o));
+    }
+    for p in [&zimg, &cimg, &other] {
+        std::fs::remove_file(p).ok();
+    }
+}

@@ -128,3 +128,76 @@ fn bad_experiments_are_explained() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read experiment"));
 }
+
+#[test]
+fn a_run_with_the_metadata_on_a_companion_device_is_verified_and_clean() {
+    let exp = experiment();
+    let out = temp("companion.json");
+    let mut args = vec!["run", exp.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    args.extend(SMALL);
+    args.extend([
+        // Long enough for checkpoints inside the measured window.
+        "--set",
+        "run.duration=\"1s\"",
+        "--set",
+        "device.metadata=\"companion\"",
+        "--set",
+        "device.companion.profile=\"sn640\"",
+        "--set",
+        "device.companion.set.blocks_per_plane=32",
+        "--set",
+        "device.companion.set.pages_per_block=64",
+    ]);
+    let o = zonelab(&args);
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["fsck"]["clean"], true);
+    assert_eq!(v["verify"]["mismatches"], 0);
+    assert!(v["verify"]["reads_checked"].as_u64().unwrap() > 0);
+    // No conventional zones added to the zoned device; the companion took the metadata.
+    assert_eq!(v["config"]["metadata_zones_added"], 0);
+    assert_eq!(v["config"]["profile"]["zns"]["conventional_zones"], 0);
+    assert_eq!(v["config"]["experiment"]["device"]["metadata"], "companion");
+    assert_eq!(
+        v["config"]["companion_profile"]["namespace"],
+        "conventional"
+    );
+    let c = &v["device"]["companion"];
+    assert!(c["written_lbas"].as_u64().unwrap() > 0, "{c}");
+    assert!(c["flash_programs"].is_u64(), "{c}");
+    std::fs::remove_file(&out).ok();
+
+    // A zoned companion, an unknown metadata place and a stray companion section say what to do.
+    for (sets, want) in [
+        (
+            vec![
+                "device.metadata=\"companion\"",
+                "device.companion.profile=\"zn540\"",
+            ],
+            "must be a conventional one",
+        ),
+        (
+            vec!["device.metadata=\"elsewhere\""],
+            "use \"zones\" or \"companion\"",
+        ),
+        (
+            vec!["device.companion.profile=\"sn640\""],
+            "only with device.metadata = \"companion\"",
+        ),
+    ] {
+        let mut args = vec!["run", exp.to_str().unwrap(), "-o", out.to_str().unwrap()];
+        for s in &sets {
+            args.extend(["--set", s]);
+        }
+        let o = zonelab(&args);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{sets:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

@@ -38,6 +38,9 @@ use zonelab_sim::Nanos;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ConventionalDevice {
+    /// Stored as its TOML text in device images, so profile fields added later (with serde
+    /// defaults) load from older images ([`crate::profile::as_toml_text`]).
+    #[serde(with = "crate::profile::as_toml_text")]
     profile: Profile,
     lba_size: u64,
     /// Logical blocks per flash page.
@@ -395,6 +398,42 @@ impl ConventionalDevice {
     }
 
     /// Checks the FTL's mapping and the buffered page (tests and audits).
+    /// Checks a device decoded from an image file against its own profile, so that a damaged
+    /// image is refused with a message instead of failing later (the checks of the sizes every
+    /// command relies on; the FTL's mapping is trusted to the image's checksum).
+    pub fn validate_loaded(&self) -> Result<(), String> {
+        let p = &self.profile;
+        p.validate().map_err(|e| format!("device profile: {e}"))?;
+        if p.namespace != NamespaceKind::Conventional {
+            return Err("a conventional device with a zoned profile".into());
+        }
+        if self.lba_size != p.lba_size() || self.lbas_per_page != p.lbas_per_chunk() {
+            return Err(format!(
+                "LBA size {} and {} LBAs per page differ from the profile's {} and {}",
+                self.lba_size,
+                self.lbas_per_page,
+                p.lba_size(),
+                p.lbas_per_chunk()
+            ));
+        }
+        if self.total_lbas != p.host_pages() * self.lbas_per_page {
+            return Err(format!(
+                "{} LBAs, the profile gives {}",
+                self.total_lbas,
+                p.host_pages() * self.lbas_per_page
+            ));
+        }
+        if *self.flash.geometry() != p.flash_geometry() {
+            return Err("flash geometry differs from the profile's".into());
+        }
+        if self.open_page.len() as u64 >= self.lbas_per_page
+            || self.open_page.iter().any(|&l| l >= self.total_lbas)
+        {
+            return Err("write buffer holds impossible blocks".into());
+        }
+        Ok(())
+    }
+
     pub fn check_invariants(&self) {
         self.ftl.check_invariants();
         assert!(

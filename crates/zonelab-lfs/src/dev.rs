@@ -1,6 +1,11 @@
 //! The file system's access to its device: block reads and writes through the host I/O stack
 //! (the kernel path, io_uring with mq-deadline, as F2FS on a zoned drive uses), zone resets and
 //! finishes, cache flushes, and byte counters by traffic class.
+//!
+//! A file system spans one zoned device or, as F2FS on ZNS drives without conventional zones
+//! (`mkfs.f2fs -c`), a companion conventional device for the metadata followed by the zoned
+//! device in one address space ([`Devices`]); [`Dev`] sends each request to the device holding
+//! its blocks and refuses one that would cross from one device into the other.
 
 use crate::ondisk::BLOCK;
 use crate::vfs::{FsError, FsResult};
@@ -34,9 +39,57 @@ pub struct TrafficBytes {
     pub gc_host_write: u64,
 }
 
+/// The devices a file system lives on: the zoned device and, optionally, a companion
+/// conventional device holding the metadata areas (addresses `0 .. companion size`, the zoned
+/// device's LBAs following).
+#[derive(Clone)]
+pub struct Devices {
+    pub zoned: Rc<HostStack>,
+    pub companion: Option<Rc<HostStack>>,
+}
+
+impl From<Rc<HostStack>> for Devices {
+    fn from(zoned: Rc<HostStack>) -> Devices {
+        Devices {
+            zoned,
+            companion: None,
+        }
+    }
+}
+
+impl Devices {
+    /// The zoned device with the companion conventional device `companion`.
+    pub fn with_companion(zoned: Rc<HostStack>, companion: Rc<HostStack>) -> Devices {
+        Devices {
+            zoned,
+            companion: Some(companion),
+        }
+    }
+
+    /// Logical blocks of the companion (0 without one).
+    pub fn companion_lbas(&self) -> u64 {
+        self.companion
+            .as_ref()
+            .map_or(0, |c| c.device().borrow().total_lbas())
+    }
+
+    /// Every device loses power at `at` (one power supply) and power returns.
+    pub fn power_cut(&self, at: zonelab_sim::Nanos) {
+        self.zoned.device().borrow_mut().power_cut(at);
+        if let Some(c) = &self.companion {
+            c.device().borrow_mut().power_cut(at);
+        }
+    }
+}
+
 pub struct Dev {
     pub sim: Sim,
+    /// The zoned device.
     pub stack: Rc<HostStack>,
+    /// The companion conventional device, holding addresses `0 .. base`.
+    pub companion: Option<Rc<HostStack>>,
+    /// Where the zoned device starts in the address space: its LBA = address - `base`.
+    base: u64,
     traffic: Cell<TrafficBytes>,
 }
 
@@ -47,11 +100,38 @@ fn status(d: &IoDone, what: &str) -> FsResult<()> {
 }
 
 impl Dev {
-    pub fn new(sim: Sim, stack: Rc<HostStack>) -> Dev {
+    pub fn new(sim: Sim, devices: Devices) -> Dev {
+        let base = devices.companion_lbas();
         Dev {
             sim,
-            stack,
+            stack: devices.zoned,
+            companion: devices.companion,
+            base,
             traffic: Cell::new(TrafficBytes::default()),
+        }
+    }
+
+    /// The devices behind this one.
+    pub fn devices(&self) -> Devices {
+        Devices {
+            zoned: self.stack.clone(),
+            companion: self.companion.clone(),
+        }
+    }
+
+    /// The device holding blocks `addr .. addr + n` and the LBA of `addr` on it.
+    fn route(&self, addr: u64, n: u64, what: &str) -> FsResult<(&Rc<HostStack>, u64)> {
+        match &self.companion {
+            Some(c) if addr < self.base => {
+                if addr + n > self.base {
+                    return Err(FsError::Io(format!(
+                        "{what} of {n} blocks at {addr} crosses from the companion device into the zoned device (at {})",
+                        self.base
+                    )));
+                }
+                Ok((c, addr))
+            }
+            _ => Ok((&self.stack, addr - self.base)),
         }
     }
 
@@ -77,10 +157,10 @@ impl Dev {
     /// Reads `n` blocks from `addr`.
     pub async fn read(&self, addr: u64, n: u64, class: Traffic) -> FsResult<ReadData> {
         self.count(class, n);
-        let d = self
-            .stack
+        let (stack, lba) = self.route(addr, n, "read")?;
+        let d = stack
             .submit(IoCmd::Read {
-                slba: Lba(addr),
+                slba: Lba(lba),
                 nlb: n,
                 want_data: true,
             })
@@ -107,11 +187,14 @@ impl Dev {
     pub fn write(&self, addr: u64, data: OwnedData, class: Traffic) -> JoinHandle<FsResult<()>> {
         let n = data.blocks(BLOCK as u64);
         self.count(class, n);
-        let stack = self.stack.clone();
+        let routed = self
+            .route(addr, n, "write")
+            .map(|(stack, lba)| (stack.clone(), lba));
         self.sim.spawn(async move {
+            let (stack, lba) = routed?;
             let d = stack
                 .submit(IoCmd::Write {
-                    slba: Lba(addr),
+                    slba: Lba(lba),
                     data,
                 })
                 .await;
@@ -124,20 +207,31 @@ impl Dev {
     }
 
     pub async fn zone(&self, action: ZoneAction, zslba: u64) -> FsResult<()> {
+        if zslba < self.base {
+            return Err(FsError::Io(format!(
+                "zone {action:?} at {zslba}: that address is on the companion conventional device, which has no zones"
+            )));
+        }
         let d = self
             .stack
             .submit(IoCmd::ZoneMgmt {
                 action,
-                zslba: Lba(zslba),
+                zslba: Lba(zslba - self.base),
                 select_all: false,
             })
             .await;
         status(&d, &format!("zone {action:?} at {zslba}"))
     }
 
+    /// Flushes the zoned device's cache, then the companion's.
     pub async fn flush(&self) -> FsResult<()> {
         let d = self.stack.submit(IoCmd::Flush).await;
-        status(&d, "flush")
+        status(&d, "flush")?;
+        if let Some(c) = &self.companion {
+            let d = c.submit(IoCmd::Flush).await;
+            status(&d, "flush of the companion device")?;
+        }
+        Ok(())
     }
 }
 

@@ -7,7 +7,7 @@
 //! changes), and per-inode locks for writes and truncation.
 
 use crate::cache::{Cache, PageData};
-use crate::dev::{Dev, Traffic, TrafficBytes, join_all};
+use crate::dev::{Dev, Devices, Traffic, TrafficBytes, join_all};
 use crate::layout::{DeviceShape, FormatOptions, Layout, plan};
 use crate::ondisk::{
     BLOCK, BlkAddr, Checkpoint, DENT_SPACE, Dentry, FLAG_DENT, FLAG_FSYNC, Footer, INODE_ADDRS,
@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use zonelab_device::host_stack::StackDevice;
 use zonelab_device::payload::fingerprint;
-use zonelab_device::{HostStack, OwnedData, PayloadMode, ZoneAction, ZoneId, ZoneState};
+use zonelab_device::{OwnedData, PayloadMode, ZoneAction, ZoneState};
 use zonelab_sim::sync::{Mutex, Notify, Semaphore};
 use zonelab_sim::{Nanos, Sim};
 
@@ -264,15 +264,18 @@ fn node_temp(node: &Node, dir: bool) -> Temp {
 }
 
 impl Fs {
-    /// Formats the zoned device behind `stack` and mounts the new file system.
+    /// Formats the zoned device behind `devices` (with the metadata on its companion
+    /// conventional device when it has one) and mounts the new file system.
     pub async fn mkfs(
         sim: Sim,
-        stack: Rc<HostStack>,
+        devices: impl Into<Devices>,
         format: FormatOptions,
         opts: FsOptions,
         policy: Box<dyn Policy>,
     ) -> FsResult<Fs> {
-        let (shape, payload) = {
+        let devices = devices.into();
+        let stack = devices.zoned.clone();
+        let (mut shape, payload) = {
             let d = stack.device().borrow();
             let z = d.zoned().ok_or_else(|| {
                 FsError::Invalid("the file system needs a zoned namespace".into())
@@ -280,18 +283,34 @@ impl Fs {
             let p = d.profile();
             (DeviceShape::of(p), z.payload_mode())
         };
+        if let Some(c) = &devices.companion {
+            let c = c.device().borrow();
+            if c.conventional().is_none() {
+                return Err(FsError::Invalid(format!(
+                    "the companion device (profile {}) is a zoned namespace; it must be a conventional one (a profile with namespace = \"conventional\", e.g. sn640)",
+                    c.profile().name
+                )));
+            }
+            if c.lba_size() != 4096 {
+                return Err(FsError::Invalid(format!(
+                    "the file system needs 4096-byte LBAs; the companion device has {} (set lba_size = 4096 in its profile)",
+                    c.lba_size()
+                )));
+            }
+            shape = shape.with_companion(c.total_lbas());
+        }
         let sb = plan(shape, format, payload == PayloadMode::Fingerprint)?;
-        let dev = Dev::new(sim.clone(), stack.clone());
+        let layout = Layout::new(sb.clone())?;
+        let dev = Dev::new(sim.clone(), devices);
         // Empty every sequential zone, then write the superblock twice.
         for z in 0..sb.main_zones {
-            let zs = (sb.main_first_zone as u64 + z as u64) * sb.zone_size;
             let state = stack
                 .device()
                 .borrow()
                 .zoned()
-                .map(|d| d.zone(ZoneId((zs / sb.zone_size) as u32)).state);
+                .map(|d| d.zone(layout.zone_id(z)).state);
             if state.is_some_and(|s| s != ZoneState::Empty) {
-                dev.zone(ZoneAction::Reset, zs).await?;
+                dev.zone(ZoneAction::Reset, layout.zone_start(z)).await?;
             }
         }
         let sbb = sb.encode();
@@ -299,7 +318,6 @@ impl Fs {
             .await?;
         dev.write_now(1, OwnedData::Bytes(sbb), Traffic::Meta)
             .await?;
-        let layout = Layout::new(sb)?;
         let fs = Fs::assemble(sim, dev, layout, opts, policy, payload, 0);
         // The root directory, then the first checkpoint (version 1).
         {
@@ -406,11 +424,20 @@ impl Fs {
     /// checkpoint but free in it are reset.
     pub async fn mount(
         sim: Sim,
-        stack: Rc<HostStack>,
+        devices: impl Into<Devices>,
         opts: FsOptions,
         policy: Box<dyn Policy>,
     ) -> FsResult<Fs> {
-        let dev = Dev::new(sim.clone(), stack.clone());
+        let devices = devices.into();
+        let stack = devices.zoned.clone();
+        if stack.device().borrow().zoned().is_none() {
+            return Err(FsError::Invalid(
+                "the file system needs a zoned namespace".into(),
+            ));
+        }
+        let companion_lbas = devices.companion_lbas();
+        let has_companion = devices.companion.is_some();
+        let dev = Dev::new(sim.clone(), devices);
         let mut sb: Option<Superblock> = None;
         let mut why = String::new();
         for a in [0, 1] {
@@ -426,11 +453,39 @@ impl Fs {
                 Err(e) => why = e.to_string(),
             }
         }
+        let no_conventional_zones = stack
+            .device()
+            .borrow()
+            .zoned()
+            .is_some_and(|z| z.profile().zns.conventional_zones == 0);
         let sb = sb.ok_or_else(|| {
-            FsError::Corrupt(format!(
-                "no valid superblock ({why}); is this device formatted? run mkfs"
-            ))
+            FsError::Corrupt(if has_companion {
+                format!(
+                    "no valid superblock on the companion device ({why}): attach the companion this file system was formatted with, or mount without a companion if its metadata is on conventional zones (or run mkfs)"
+                )
+            } else if no_conventional_zones {
+                format!(
+                    "no valid superblock ({why}); the zoned device has no conventional zones, so its metadata would be on a companion conventional device: attach that companion (--companion), or run mkfs"
+                )
+            } else {
+                format!("no valid superblock ({why}); is this device formatted? run mkfs")
+            })
         })?;
+        if sb.companion_lbas != companion_lbas {
+            return Err(FsError::Invalid(
+                match (sb.companion_lbas, companion_lbas) {
+                    (0, n) => format!(
+                        "the file system keeps its metadata on conventional zones of the zoned device, but a companion device ({n} blocks) is attached: mount without the companion"
+                    ),
+                    (want, 0) => format!(
+                        "the file system keeps its metadata on a companion conventional device of {want} blocks: attach it (--companion)"
+                    ),
+                    (want, n) => format!(
+                        "the file system's companion device has {want} blocks but the attached companion has {n}: attach the companion it was formatted with"
+                    ),
+                },
+            ));
+        }
         {
             let d = stack.device().borrow();
             if d.total_lbas() != sb.device_lbas || d.zone_size() != Some(sb.zone_size) {
@@ -521,7 +576,7 @@ impl Fs {
             let z = d.zoned().expect("mounted on a zoned device");
             (0..sb.main_zones)
                 .map(|i| {
-                    let zone = z.zone(ZoneId((layout.zone_start(i) / sb.zone_size) as u32));
+                    let zone = z.zone(layout.zone_id(i));
                     (zone.state, zone.wp.0 - zone.start.0)
                 })
                 .collect()
@@ -1233,6 +1288,7 @@ impl Fs {
             let mut st = self.inner.st.borrow_mut();
             let st = &mut *st;
             let zone_size = st.segs.layout.sb.zone_size;
+            let zoned_base = st.segs.layout.zoned_base() as BlkAddr;
             let mut run: Option<(BlkAddr, Vec<PageData>)> = None;
             for (&idx, &(nid, slot)) in chunk.iter().zip(&paths) {
                 let Some(data) = st.cache.take_dirty(ino, idx) else {
@@ -1269,7 +1325,7 @@ impl Fs {
                     // A run stays inside one zone (the next zone may start right after).
                     Some((start, v))
                         if *start + v.len() as BlkAddr == new
-                            && !(new as u64).is_multiple_of(zone_size)
+                            && !((new - zoned_base) as u64).is_multiple_of(zone_size)
                             && v.len() < 128 =>
                     {
                         v.push(data)

@@ -1,12 +1,13 @@
 //! End-to-end tests of the file system on a small simulated ZNS device.
 
+use crate::dev::Devices;
 use crate::fs::{Fs, FsOptions};
 use crate::layout::FormatOptions;
 use crate::policy::F2fs;
 use crate::vfs::{FileKind, FileSystem, FsError, ROOT_INO, SetAttr};
 use std::rc::Rc;
 use zonelab_device::{
-    HostStack, IoEngine, IoScheduler, Namespace, OwnedData, PayloadMode, Profile,
+    HostStack, IoCmd, IoEngine, IoScheduler, Lba, Namespace, OwnedData, PayloadMode, Profile,
 };
 use zonelab_sim::Sim;
 
@@ -36,11 +37,40 @@ fn small_device_with(payload: PayloadMode, extra: &[(&str, &str)]) -> (Sim, Rc<H
     (sim, stack)
 }
 
-/// A fresh file system (f2fs policy, test options) on `stack`.
-async fn format(sim: &Sim, stack: &Rc<HostStack>) -> Fs {
+/// A shrunk sn640 (conventional namespace, 2 dies of 64 blocks of 8 pages: about 3800
+/// blocks of 4 KiB) on `sim`, with profile overrides `extra`.
+fn companion_on(sim: &Sim, payload: PayloadMode, extra: &[(&str, &str)]) -> Rc<HostStack> {
+    let sets: Vec<(String, String)> = [
+        ("channels", "2"),
+        ("chips_per_channel", "1"),
+        ("dies_per_chip", "1"),
+        ("blocks_per_plane", "64"),
+        ("pages_per_block", "8"),
+    ]
+    .iter()
+    .chain(extra)
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let p = Profile::load("sn640", &sets).expect("small companion profile");
+    let ns = Namespace::new(p, payload).expect("companion").shared();
+    HostStack::new(sim.clone(), ns, IoEngine::IoUring, IoScheduler::MqDeadline).expect("stack")
+}
+
+/// [`small_device`] without conventional zones (38 sequential zones, as many as the main area
+/// of the small device) and a companion conventional device for the metadata.
+fn small_device_with_companion(payload: PayloadMode, extra: &[(&str, &str)]) -> (Sim, Devices) {
+    let mut sets = vec![("zones", "38"), ("conventional_zones", "0")];
+    sets.extend_from_slice(extra);
+    let (sim, zoned) = small_device_with(payload, &sets);
+    let companion = companion_on(&sim, payload, extra);
+    (sim, Devices::with_companion(zoned, companion))
+}
+
+/// A fresh file system (f2fs policy, test options) on `devices`.
+async fn format<D: Clone + Into<Devices>>(sim: &Sim, devices: &D) -> Fs {
     Fs::mkfs(
         sim.clone(),
-        stack.clone(),
+        devices.clone(),
         FormatOptions::default(),
         opts(),
         Box::new(F2fs),
@@ -49,9 +79,9 @@ async fn format(sim: &Sim, stack: &Rc<HostStack>) -> Fs {
     .expect("mkfs")
 }
 
-/// Mounts the file system on `stack` again.
-async fn remount(sim: &Sim, stack: &Rc<HostStack>) -> Fs {
-    Fs::mount(sim.clone(), stack.clone(), opts(), Box::new(F2fs))
+/// Mounts the file system on `devices` again.
+async fn remount<D: Clone + Into<Devices>>(sim: &Sim, devices: &D) -> Fs {
+    Fs::mount(sim.clone(), devices.clone(), opts(), Box::new(F2fs))
         .await
         .expect("mount")
 }
@@ -194,6 +224,30 @@ fn rename_unlink_truncate_follow_posix() {
 fn overwrites_at_high_utilization_clean_zones_and_keep_data() {
     for payload in [PayloadMode::Full, PayloadMode::Fingerprint] {
         let (sim, stack) = small_device(payload);
+        overwrite_and_clean(sim, Devices::from(stack), payload);
+    }
+}
+
+#[test]
+fn cleaning_works_with_the_metadata_on_a_companion_device() {
+    let (sim, devices) = small_device_with_companion(PayloadMode::Fingerprint, &[]);
+    overwrite_and_clean(sim, devices.clone(), PayloadMode::Fingerprint);
+    // The metadata went to the companion, which no zone command reached.
+    let c = devices
+        .companion
+        .as_ref()
+        .unwrap()
+        .device()
+        .borrow()
+        .counters();
+    assert!(c.written_lbas > 0, "{c:?}");
+    assert_eq!(c.zone_resets, 0, "{c:?}");
+}
+
+/// 80% of the capacity in 64 KiB files, rewritten until zones are cleaned; every file reads
+/// back its last contents and fsck is clean.
+fn overwrite_and_clean(sim: Sim, stack: Devices, payload: PayloadMode) {
+    {
         let s = sim.clone();
         run(&sim, async move {
             let fs = format(&s, &stack).await;
@@ -473,6 +527,17 @@ mod model {
 #[test]
 fn fsync_survives_a_crash_through_roll_forward() {
     let (sim, stack) = small_device(PayloadMode::Full);
+    crash_and_roll_forward(sim, Devices::from(stack));
+}
+
+#[test]
+fn roll_forward_works_with_the_metadata_on_a_companion_device() {
+    let (sim, devices) = small_device_with_companion(PayloadMode::Full, &[]);
+    crash_and_roll_forward(sim, devices);
+}
+
+/// Files fsynced after the last checkpoint survive a crash (roll-forward); others are lost.
+fn crash_and_roll_forward(sim: Sim, stack: Devices) {
     let s = sim.clone();
     run(&sim, async move {
         let fs = format(&s, &stack).await;
@@ -539,6 +604,17 @@ fn fsync_survives_a_crash_through_roll_forward() {
 #[test]
 fn idle_time_cleans_in_the_background() {
     let (sim, stack) = small_device(PayloadMode::Fingerprint);
+    background_cleaning(sim, Devices::from(stack));
+}
+
+#[test]
+fn background_cleaning_works_with_the_metadata_on_a_companion_device() {
+    let (sim, devices) = small_device_with_companion(PayloadMode::Fingerprint, &[]);
+    background_cleaning(sim, devices);
+}
+
+/// Half-valid zones are cleaned while the file system is idle.
+fn background_cleaning(sim: Sim, stack: Devices) {
     let s = sim.clone();
     run(&sim, async move {
         let fs = format(&s, &stack).await;
@@ -588,11 +664,24 @@ fn idle_time_cleans_in_the_background() {
 /// reads back exactly (issue: "every byte acknowledged by an fsync reads back").
 #[test]
 fn power_cuts_without_plp_keep_every_fsynced_byte() {
+    power_cuts(0..32, |extra| {
+        let (sim, stack) = small_device_with(PayloadMode::Full, extra);
+        (sim, Devices::from(stack))
+    });
+}
+
+#[test]
+fn power_cuts_keep_every_fsynced_byte_with_a_companion_device() {
+    power_cuts(0..12, |extra| {
+        small_device_with_companion(PayloadMode::Full, extra)
+    });
+}
+
+fn power_cuts(seeds: std::ops::Range<u64>, devices: impl Fn(&[(&str, &str)]) -> (Sim, Devices)) {
     use std::cell::RefCell;
     use std::collections::BTreeMap;
-    for seed in 0..32u64 {
-        let (sim, stack) =
-            small_device_with(PayloadMode::Full, &[("power_loss_protection", "false")]);
+    for seed in seeds {
+        let (sim, stack) = devices(&[("power_loss_protection", "false")]);
         let durable: Rc<RefCell<BTreeMap<String, Vec<u8>>>> = Rc::default();
         let (s, st, d) = (sim.clone(), stack.clone(), durable.clone());
         let cut_at = 2_000_000 + (seed * 7_919_113) % 150_000_000;
@@ -634,7 +723,7 @@ fn power_cuts_without_plp_keep_every_fsynced_byte() {
         })
         .unwrap();
         let at = sim.now();
-        stack.device().borrow_mut().power_cut(at);
+        stack.power_cut(at);
         let (s, st) = (sim.clone(), stack.clone());
         sim.block_on(async move {
             let fs = Fs::mount(s, st, opts(), Box::new(F2fs))
@@ -762,4 +851,146 @@ fn power_cuts_during_cleaning_lose_nothing_acknowledged() {
         cut_while_cleaning >= 10,
         "only {cut_while_cleaning} cuts came after cleaning began"
     );
+}
+
+/// The error of a mkfs or mount that must fail.
+fn refused(r: Result<Fs, FsError>) -> String {
+    match r {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_companion_device_holds_the_metadata_across_remounts() {
+    let (sim, devices) = small_device_with_companion(PayloadMode::Full, &[]);
+    let s = sim.clone();
+    let d = devices.clone();
+    run(&sim, async move {
+        let fs = format(&s, &d).await;
+        // Every sequential zone of the zoned device is main area: as large as on the device
+        // with 2 conventional zones of 40.
+        let (sim2, plain) = small_device(PayloadMode::Full);
+        let s2 = sim2.clone();
+        let plain = run(&sim2, async move { format(&s2, &plain).await.statfs() });
+        assert_eq!(fs.statfs().blocks, plain.blocks);
+        let dir = fs.mkdir(ROOT_INO, "dir", 0o755, 0, 0).await.unwrap();
+        let f = fs.create(dir.ino, "a", 0o644, 0, 0).await.unwrap();
+        fs.write(f.ino, 0, OwnedData::Bytes(bytes(5, 300_000)))
+            .await
+            .unwrap();
+        fs.unmount().await.unwrap();
+        let fs = remount(&s, &d).await;
+        let a = fs.lookup(dir.ino, "a").await.unwrap();
+        let OwnedData::Bytes(got) = fs.read(a.ino, 0, 1 << 20).await.unwrap() else {
+            panic!()
+        };
+        assert!(
+            got == bytes(5, 300_000),
+            "contents differ after the remount"
+        );
+        let problems = fs.check().await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        fs.unmount().await.unwrap();
+    });
+    // The metadata is on the companion: it has taken writes, and the zoned device, with no
+    // conventional zones, holds no superblock (mounting it alone is refused).
+    assert!(
+        devices
+            .companion
+            .as_ref()
+            .unwrap()
+            .device()
+            .borrow()
+            .counters()
+            .written_lbas
+            > 0
+    );
+    let s = sim.clone();
+    let zoned = devices.zoned.clone();
+    let e = run(&sim, async move {
+        refused(Fs::mount(s, zoned, opts(), Box::new(F2fs)).await)
+    });
+    assert!(e.contains("attach that companion"), "{e}");
+}
+
+#[test]
+fn a_wrong_or_missing_companion_is_refused_with_a_clear_error() {
+    // Formatted with a companion, mounted with one of another size.
+    let (sim, devices) = small_device_with_companion(PayloadMode::Full, &[]);
+    let other = companion_on(&sim, PayloadMode::Full, &[("blocks_per_plane", "80")]);
+    let s = sim.clone();
+    let d = devices.clone();
+    let blank = companion_on(&sim, PayloadMode::Full, &[]);
+    let (e, e_blank) = run(&sim, async move {
+        format(&s, &d).await.unmount().await.unwrap();
+        // The other companion carries a copy of the superblocks.
+        let c = d.companion.clone().unwrap();
+        let r = c
+            .submit(IoCmd::Read {
+                slba: Lba(0),
+                nlb: 2,
+                want_data: true,
+            })
+            .await;
+        let sbs = r.data.expect("superblocks").bytes;
+        let w = other
+            .submit(IoCmd::Write {
+                slba: Lba(0),
+                data: OwnedData::Bytes(sbs),
+            })
+            .await;
+        assert!(w.status.is_ok());
+        let wrong = Devices::with_companion(d.zoned.clone(), other);
+        let e = refused(Fs::mount(s.clone(), wrong, opts(), Box::new(F2fs)).await);
+        // A companion that never held this file system.
+        let blank = Devices::with_companion(d.zoned.clone(), blank);
+        let e_blank = refused(Fs::mount(s, blank, opts(), Box::new(F2fs)).await);
+        (e, e_blank)
+    });
+    assert!(
+        e.contains("attached companion has") && e.contains("formatted with"),
+        "{e}"
+    );
+    assert!(e_blank.contains("attach the companion"), "{e_blank}");
+
+    // Formatted on conventional zones, mounted with a companion.
+    let (sim, stack) = small_device(PayloadMode::Full);
+    let c = companion_on(&sim, PayloadMode::Full, &[]);
+    let s = sim.clone();
+    let e = run(&sim, async move {
+        format(&s, &stack).await.unmount().await.unwrap();
+        refused(Fs::mount(s, Devices::with_companion(stack, c), opts(), Box::new(F2fs)).await)
+    });
+    assert!(e.contains("no valid superblock on the companion"), "{e}");
+
+    // mkfs: a zoned companion, too small a companion, no companion and no conventional zones.
+    let (sim, zoned) = small_device_with(PayloadMode::Full, &[("conventional_zones", "0")]);
+    let (_, zoned_companion) = small_device(PayloadMode::Full);
+    let tiny = companion_on(
+        &sim,
+        PayloadMode::Full,
+        &[("blocks_per_plane", "8"), ("over_provisioning", "0.28")],
+    );
+    let s = sim.clone();
+    let (e1, e2, e3) = run(&sim, async move {
+        // Small segments and one node id per block: about 480 blocks of metadata, more than
+        // the tiny companion's 368.
+        let format = FormatOptions {
+            segs_per_zone: 8,
+            blocks_per_nid: 1,
+        };
+        let mk = |d: Devices| {
+            let s = s.clone();
+            async move { refused(Fs::mkfs(s, d, format, opts(), Box::new(F2fs)).await) }
+        };
+        (
+            mk(Devices::with_companion(zoned.clone(), zoned_companion)).await,
+            mk(Devices::with_companion(zoned.clone(), tiny)).await,
+            mk(Devices::from(zoned)).await,
+        )
+    });
+    assert!(e1.contains("must be a conventional one"), "{e1}");
+    assert!(e2.contains("companion device has"), "{e2}");
+    assert!(e3.contains("--companion"), "{e3}");
 }

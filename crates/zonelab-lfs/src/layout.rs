@@ -1,9 +1,16 @@
 //! Where things are on the device, computed from the superblock: the metadata areas on
 //! conventional zones and the main area of sequential zones, with segments inside zones
 //! (seed 000 §2.3: F2FS for ZNS maps a section, the cleaning unit, to a zone).
+//!
+//! The metadata areas can instead live on a companion conventional (block-interface) device,
+//! as F2FS places them on ZNS drives without conventional zones (`mkfs.f2fs -c`): one address
+//! space, the companion's blocks `0 .. companion_lbas` first, then the zoned device's, whose
+//! sequential zones all hold the main area. [`crate::dev::Dev`] routes each request to its
+//! device.
 
 use crate::ondisk::{
-    BlkAddr, Checkpoint, FORMAT_VERSION, NAT_PER_BLOCK, SSA_PER_BLOCK, Superblock, sit_per_block,
+    BODY, BlkAddr, Checkpoint, FORMAT_VERSION, NAT_PER_BLOCK, SSA_PER_BLOCK, Superblock,
+    sit_per_block,
 };
 use crate::vfs::{FsError, FsResult};
 
@@ -38,6 +45,8 @@ pub struct DeviceShape {
     pub zone_capacity: u64,
     pub zones: u32,
     pub conventional_zones: u32,
+    /// Blocks of a companion conventional device for the metadata (None: conventional zones).
+    pub companion_lbas: Option<u64>,
 }
 
 impl DeviceShape {
@@ -50,6 +59,15 @@ impl DeviceShape {
             zone_capacity: p.zone_capacity_lbas(),
             zones: p.zns.zones,
             conventional_zones: p.zns.conventional_zones,
+            companion_lbas: None,
+        }
+    }
+
+    /// This shape with the metadata on a companion device of `lbas` 4 KiB blocks.
+    pub fn with_companion(self, lbas: u64) -> DeviceShape {
+        DeviceShape {
+            companion_lbas: Some(lbas),
+            ..self
         }
     }
 }
@@ -63,8 +81,8 @@ pub fn plan(dev: DeviceShape, opts: FormatOptions, fingerprint: bool) -> FsResul
             dev.lba_size
         ));
     }
-    if dev.conventional_zones == 0 {
-        return inv("the f2fs layout keeps its metadata (checkpoint, NAT, SIT, SSA) on conventional zones: create the device with conventional zones, e.g. --set conventional_zones=2".into());
+    if dev.conventional_zones == 0 && dev.companion_lbas.is_none() {
+        return inv("the f2fs layout keeps its metadata (checkpoint, NAT, SIT, SSA) on conventional zones or a companion conventional device: create the device with conventional zones, e.g. --set conventional_zones=2, or give a companion device (--companion)".into());
     }
     if opts.segs_per_zone == 0 || !dev.zone_capacity.is_multiple_of(opts.segs_per_zone as u64) {
         return inv(format!(
@@ -79,6 +97,16 @@ pub fn plan(dev: DeviceShape, opts: FormatOptions, fingerprint: bool) -> FsResul
         ));
     }
     let blocks_per_seg = (dev.zone_capacity / opts.segs_per_zone as u64) as u32;
+    // One segment's SIT entry (counts and a valid bitmap) must fit a metadata block.
+    let sit_fits = |bps: u64| 12 + bps.div_ceil(64) * 8 <= (BODY - 8) as u64;
+    if !sit_fits(blocks_per_seg as u64) {
+        let fit = (1..=dev.zone_capacity)
+            .find(|&k| dev.zone_capacity.is_multiple_of(k) && sit_fits(dev.zone_capacity / k))
+            .unwrap_or(dev.zone_capacity);
+        return inv(format!(
+            "segments of {blocks_per_seg} blocks are too large for the SIT (a segment's valid bitmap must fit a 4 KiB block): use more segments per zone, e.g. --segs-per-zone {fit} (fs.segs_per_zone = {fit} in an experiment)"
+        ));
+    }
     let segments = main_zones as u64 * opts.segs_per_zone as u64;
     let main_blocks = segments * blocks_per_seg as u64;
     let max_nids =
@@ -93,13 +121,27 @@ pub fn plan(dev: DeviceShape, opts: FormatOptions, fingerprint: bool) -> FsResul
     let nat_start = sit_start + 2 * sit_blocks as u64;
     let ssa_start = nat_start + 2 * nat_blocks as u64;
     let meta_end = ssa_start + segments * ssa_per_seg as u64;
-    let meta_room = dev.conventional_zones as u64 * dev.zone_size;
-    if meta_end > meta_room {
-        let need = meta_end.div_ceil(dev.zone_size);
-        return inv(format!(
-            "metadata needs {meta_end} blocks but {} conventional zones hold {meta_room}: create the device with --set conventional_zones={need}",
-            dev.conventional_zones
-        ));
+    if let Some(room) = dev.companion_lbas {
+        if meta_end > room {
+            return inv(format!(
+                "metadata needs {meta_end} blocks but the companion device has {room}: create a larger companion (e.g. raise its blocks_per_plane)"
+            ));
+        }
+        if room + dev.total_lbas > u32::MAX as u64 {
+            return inv(format!(
+                "the companion ({room} blocks) and the zoned device ({} blocks) exceed the 16 TiB the block addresses reach: use a smaller companion",
+                dev.total_lbas
+            ));
+        }
+    } else {
+        let meta_room = dev.conventional_zones as u64 * dev.zone_size;
+        if meta_end > meta_room {
+            let need = meta_end.div_ceil(dev.zone_size);
+            return inv(format!(
+                "metadata needs {meta_end} blocks but {} conventional zones hold {meta_room}: create the device with --set conventional_zones={need}",
+                dev.conventional_zones
+            ));
+        }
     }
     Ok(Superblock {
         version: FORMAT_VERSION,
@@ -119,6 +161,7 @@ pub fn plan(dev: DeviceShape, opts: FormatOptions, fingerprint: bool) -> FsResul
         blocks_per_seg,
         max_nids,
         payload: fingerprint as u8,
+        companion_lbas: dev.companion_lbas.unwrap_or(0),
     })
 }
 
@@ -139,7 +182,7 @@ impl Layout {
             ));
         }
         let end = (sb.main_first_zone as u64 + sb.main_zones as u64) * sb.zone_size;
-        if end > sb.device_lbas || end > u32::MAX as u64 {
+        if end > sb.device_lbas || sb.companion_lbas + end > u32::MAX as u64 {
             return Err(FsError::Corrupt(
                 "superblock: main area beyond the device (or beyond 16 TiB)".into(),
             ));
@@ -154,9 +197,17 @@ impl Layout {
     pub fn segments(&self) -> u32 {
         self.sb.main_zones * self.sb.segs_per_zone
     }
-    /// First LBA of main-area zone `z`.
+    /// Where the zoned device starts in the file system's address space (after the companion).
+    pub fn zoned_base(&self) -> u64 {
+        self.sb.companion_lbas
+    }
+    /// The zoned device's zone holding main-area zone `z`.
+    pub fn zone_id(&self, z: u32) -> zonelab_device::ZoneId {
+        zonelab_device::ZoneId(self.sb.main_first_zone + z)
+    }
+    /// First address of main-area zone `z`.
     pub fn zone_start(&self, z: u32) -> u64 {
-        (self.sb.main_first_zone as u64 + z as u64) * self.sb.zone_size
+        self.zoned_base() + (self.sb.main_first_zone as u64 + z as u64) * self.sb.zone_size
     }
     pub fn addr(&self, z: u32, off: u32) -> BlkAddr {
         debug_assert!(off < self.blocks_per_zone);
@@ -165,7 +216,7 @@ impl Layout {
     /// (zone, offset in zone) of a main-area address, or None outside the written part.
     pub fn locate(&self, a: BlkAddr) -> Option<(u32, u32)> {
         let a = a as u64;
-        let first = self.sb.main_first_zone as u64 * self.sb.zone_size;
+        let first = self.zone_start(0);
         if a < first {
             return None;
         }
@@ -215,6 +266,7 @@ mod tests {
             zone_capacity: 8192,
             zones: 512,
             conventional_zones: 2,
+            companion_lbas: None,
         }
     }
 
@@ -227,6 +279,30 @@ mod tests {
         let a = l.addr(3, 17);
         assert_eq!(l.locate(a), Some((3, 17)));
         assert_eq!(l.locate(5), None);
+    }
+
+    #[test]
+    fn companion_layout_puts_metadata_first_and_every_zone_in_the_main_area() {
+        let mut s = shape();
+        s.conventional_zones = 0;
+        let sb = plan(s.with_companion(20_000), FormatOptions::default(), true).unwrap();
+        assert_eq!(sb.companion_lbas, 20_000);
+        assert_eq!(sb.main_first_zone, 0);
+        assert_eq!(sb.main_zones, 512);
+        let l = Layout::new(sb.clone()).unwrap();
+        assert!(l.ssa_block(511, sb.ssa_per_seg - 1) < 20_000);
+        assert_eq!(l.zone_start(0), 20_000);
+        assert_eq!(l.zone_id(3), zonelab_device::ZoneId(3));
+        let a = l.addr(3, 17);
+        assert_eq!(a as u64, 20_000 + 3 * 8192 + 17);
+        assert_eq!(l.locate(a), Some((3, 17)));
+        assert_eq!(l.locate(19_999), None);
+        // Too small a companion says so.
+        let e = plan(s.with_companion(100), FormatOptions::default(), true).unwrap_err();
+        assert!(e.to_string().contains("companion device has 100"), "{e}");
+        // The superblock keeps the companion's size.
+        let back = Superblock::decode(&sb.encode()).unwrap();
+        assert_eq!(back.companion_lbas, 20_000);
     }
 
     #[test]
@@ -252,5 +328,12 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("segs_per_zone"), "{e}");
+        // ZN540-sized zones (1077 MiB) need several segments per zone.
+        let mut s = shape();
+        s.zone_size = 1 << 19;
+        s.zone_capacity = 275_712;
+        s.total_lbas = 512 << 19;
+        let e = plan(s, FormatOptions::default(), false).unwrap_err();
+        assert!(e.to_string().contains("--segs-per-zone"), "{e}");
     }
 }

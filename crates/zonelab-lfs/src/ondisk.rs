@@ -9,7 +9,7 @@ use crate::vfs::{FileKind, FsError, FsResult};
 /// File-system block size in bytes (one device LBA; mkfs refuses other LBA sizes).
 pub const BLOCK: usize = 4096;
 /// Bytes of a block before its CRC.
-const BODY: usize = BLOCK - 4;
+pub const BODY: usize = BLOCK - 4;
 
 /// Block addresses are device LBAs; 0 (the superblock) is never a data or node address.
 pub type BlkAddr = u32;
@@ -193,6 +193,12 @@ pub struct Superblock {
     pub max_nids: u32,
     /// 0 = full payload, 1 = fingerprint payload.
     pub payload: u8,
+    /// Blocks of the companion conventional device holding the metadata areas, or 0 when they
+    /// are on conventional zones of the zoned device. With a companion the address space is
+    /// the companion's blocks first, then the zoned device's (mkfs.f2fs -c, as on drives
+    /// without conventional zones); mount refuses a companion of another size. Encoded last,
+    /// so a superblock from before the field reads as 0 from the zero padding.
+    pub companion_lbas: u64,
 }
 
 impl Superblock {
@@ -215,6 +221,7 @@ impl Superblock {
         e.u32(self.blocks_per_seg);
         e.u32(self.max_nids);
         e.u8(self.payload);
+        e.u64(self.companion_lbas);
         e.finish()
     }
     pub fn decode(b: &[u8]) -> FsResult<Superblock> {
@@ -237,6 +244,7 @@ impl Superblock {
             blocks_per_seg: d.u32()?,
             max_nids: d.u32()?,
             payload: d.u8()?,
+            companion_lbas: d.u64()?,
         };
         if sb.version != FORMAT_VERSION {
             return Err(d.err(format!(
