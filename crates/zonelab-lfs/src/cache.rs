@@ -154,6 +154,8 @@ pub struct Cache {
     ndirty: usize,
     nfresh: u64,
     dirty_nodes: BTreeSet<Nid>,
+    /// The dirty nodes of each inode (by the owner in their footers), for fsync.
+    dirty_nodes_of: FxHashMap<u32, BTreeSet<Nid>>,
 }
 
 impl Cache {
@@ -171,6 +173,7 @@ impl Cache {
             ndirty: 0,
             nfresh: 0,
             dirty_nodes: BTreeSet::new(),
+            dirty_nodes_of: FxHashMap::default(),
         }
     }
 
@@ -411,7 +414,25 @@ impl Cache {
             }
         }
         if dirty {
-            self.dirty_nodes.insert(nid);
+            self.mark_node_dirty(nid);
+        }
+    }
+
+    fn mark_node_dirty(&mut self, nid: Nid) {
+        if self.dirty_nodes.insert(nid) {
+            let ino = self.nodes[&nid].node.footer.ino;
+            self.dirty_nodes_of.entry(ino).or_default().insert(nid);
+        }
+    }
+
+    fn unmark_node_dirty(&mut self, nid: Nid, ino: u32) {
+        if self.dirty_nodes.remove(&nid)
+            && let Some(set) = self.dirty_nodes_of.get_mut(&ino)
+        {
+            set.remove(&nid);
+            if set.is_empty() {
+                self.dirty_nodes_of.remove(&ino);
+            }
         }
     }
 
@@ -431,11 +452,16 @@ impl Cache {
         n.dirty = true;
         self.lru.unlink(n.link);
         n.link = NONE;
-        self.dirty_nodes.insert(nid);
+        self.mark_node_dirty(nid);
     }
 
     pub fn dirty_nodes(&self) -> impl Iterator<Item = Nid> + '_ {
         self.dirty_nodes.iter().copied()
+    }
+
+    /// The dirty nodes of inode `ino`, in node-id order.
+    pub fn dirty_nodes_of(&self, ino: u32) -> impl Iterator<Item = Nid> + '_ {
+        self.dirty_nodes_of.get(&ino).into_iter().flatten().copied()
     }
 
     /// A copy of a dirty node, which becomes clean.
@@ -446,15 +472,20 @@ impl Cache {
         }
         n.dirty = false;
         n.link = self.lru.push_back(Key::Node(nid));
-        self.dirty_nodes.remove(&nid);
-        Some(n.node.clone())
+        let node = n.node.clone();
+        self.unmark_node_dirty(nid, node.footer.ino);
+        Some(node)
     }
 
     pub fn drop_node(&mut self, nid: Nid) {
         if let Some(n) = self.nodes.remove(&nid) {
             self.lru.unlink(n.link);
+            self.unmark_node_dirty(nid, n.node.footer.ino);
         }
-        self.dirty_nodes.remove(&nid);
+        debug_assert!(
+            !self.dirty_nodes.contains(&nid),
+            "dirty node {nid} not resident"
+        );
     }
 
     /// Evicts clean pages and nodes, least recently used first, down to the limit.

@@ -1350,10 +1350,21 @@ impl Fs {
         let mut handles = Vec::new();
         let nids: Vec<Nid> = {
             let st = self.inner.st.borrow();
-            st.cache
-                .dirty_nodes()
-                .filter(|&n| of_ino.is_none_or(|i| st.nat.entries[n as usize].ino == i as u32))
-                .collect()
+            match of_ino {
+                None => st.cache.dirty_nodes().collect(),
+                Some(i) => {
+                    let of: Vec<Nid> = st.cache.dirty_nodes_of(i as u32).collect();
+                    debug_assert_eq!(
+                        of,
+                        st.cache
+                            .dirty_nodes()
+                            .filter(|&n| st.nat.entries[n as usize].ino == i as u32)
+                            .collect::<Vec<_>>(),
+                        "node footers and the NAT disagree on the owner of inode {i}'s nodes"
+                    );
+                    of
+                }
+            }
         };
         for nid in nids {
             let t = now_ns(&self.inner.sim);
