@@ -9,11 +9,120 @@
 
 use crate::ondisk::BLOCK;
 use crate::vfs::{FsError, FsResult};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use zonelab_device::{HostStack, IoCmd, IoDone, Lba, OwnedData, ReadData, ZoneAction};
+use zonelab_sim::sync::{Notify, Semaphore, SemaphorePermit};
 use zonelab_sim::{JoinHandle, Sim};
+
+/// Logs the file system writes at once, each holding at most one zone it is still filling.
+pub const LOGS: u32 = 6;
+
+/// The zoned device's active-zone budget (NVMe ZNS Maximum Active Resources). A zone takes a
+/// share when the file system first writes it and gives it back when its last block is
+/// written or it is finished or reset; a write to a zone without one waits, in order, until a
+/// zone gives one back. Without it, writeback that runs far ahead of the device (a sync of a
+/// large page cache) starts more zones than the drive allows and fails with Too Many Active
+/// Zones; in Linux the block layer's request limit keeps F2FS from getting that far ahead.
+/// Deadlock-free when the limit is at least [`LOGS`]: a log moves to a new zone only after
+/// handing out every block of the old one, whose writes then complete and give back its share.
+struct ActiveZones {
+    shares: Semaphore,
+    zone_lbas: u64,
+    cap_lbas: u64,
+    zones: RefCell<FxHashMap<u64, Rc<ZoneGate>>>,
+}
+
+/// The writes to one zone while it holds, or waits for, a share. Writes go to the stack in the
+/// order the file system issued them (a zone is written sequentially): each takes a ticket
+/// and passes when every earlier ticket has.
+struct ZoneGate {
+    /// The zone's share once it has one (`Some(None)`: it was already active when the file
+    /// system attached).
+    share: RefCell<Option<Option<SemaphorePermit>>>,
+    issued: Cell<u64>,
+    passed: Cell<u64>,
+    notify: Notify,
+}
+
+impl ZoneGate {
+    fn held(&self) -> bool {
+        self.share.borrow().is_some()
+    }
+}
+
+/// What a write must wait for before it goes to the device.
+enum Gate {
+    Go,
+    /// The first write of a zone without a share: take one.
+    Take(Rc<ZoneGate>),
+    /// A write behind others of its zone still waiting: its ticket.
+    Wait(Rc<ZoneGate>, u64),
+}
+
+impl ActiveZones {
+    fn gate(&self, lba: u64) -> Gate {
+        let z = lba / self.zone_lbas;
+        let mut zones = self.zones.borrow_mut();
+        match zones.get(&z) {
+            Some(g) if g.held() && g.passed.get() == g.issued.get() => Gate::Go,
+            Some(g) => {
+                let ticket = g.issued.get();
+                g.issued.set(ticket + 1);
+                Gate::Wait(g.clone(), ticket)
+            }
+            None => {
+                let g = Rc::new(ZoneGate {
+                    share: RefCell::new(None),
+                    issued: Cell::new(1),
+                    passed: Cell::new(0),
+                    notify: Notify::new(),
+                });
+                zones.insert(z, g.clone());
+                Gate::Take(g)
+            }
+        }
+    }
+
+    /// Waits for the write's turn. The caller hands the write to the stack right after, in
+    /// the same poll, so no later write of the zone can get there first.
+    async fn pass(&self, gate: Gate) {
+        let g = match gate {
+            Gate::Go => return,
+            Gate::Take(g) => {
+                let share = self.shares.acquire(1).await;
+                *g.share.borrow_mut() = Some(Some(share));
+                g
+            }
+            Gate::Wait(g, ticket) => {
+                while !(g.held() && g.passed.get() == ticket) {
+                    g.notify.notified().await;
+                }
+                g
+            }
+        };
+        g.passed.set(g.passed.get() + 1);
+        g.notify.notify_all();
+    }
+
+    /// A write of `lba .. end` completed: a zone written to its capacity is no longer active.
+    fn written(&self, lba: u64, end: u64) {
+        let z = lba / self.zone_lbas;
+        if end == z * self.zone_lbas + self.cap_lbas {
+            self.zones.borrow_mut().remove(&z);
+        }
+    }
+
+    /// Zone `z` was finished or reset.
+    fn closed(&self, z: u64) {
+        let mut zones = self.zones.borrow_mut();
+        if zones.get(&z).is_some_and(|g| g.held()) {
+            zones.remove(&z);
+        }
+    }
+}
 
 /// Why blocks move; result JSON reports bytes per class (DESIGN.md result schema).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +200,8 @@ pub struct Dev {
     /// Where the zoned device starts in the address space: its LBA = address - `base`.
     base: u64,
     traffic: Cell<TrafficBytes>,
+    /// `None` when the zoned device sets no active-zone limit.
+    active: Option<Rc<ActiveZones>>,
 }
 
 fn status(d: &IoDone, what: &str) -> FsResult<()> {
@@ -100,15 +211,55 @@ fn status(d: &IoDone, what: &str) -> FsResult<()> {
 }
 
 impl Dev {
-    pub fn new(sim: Sim, devices: Devices) -> Dev {
+    /// The file system's access to `devices`; refuses a zoned device whose active-zone limit
+    /// is below the [`LOGS`] the file system keeps.
+    pub fn new(sim: Sim, devices: Devices) -> FsResult<Dev> {
         let base = devices.companion_lbas();
-        Dev {
+        let active = {
+            let ns = devices.zoned.device().borrow();
+            match ns.zoned() {
+                Some(d) if ns.profile().zns.max_active != 0 => {
+                    let limit = ns.profile().zns.max_active;
+                    if limit < LOGS {
+                        return Err(FsError::Invalid(format!(
+                            "the device allows {limit} active zones; the file system writes {LOGS} logs at once and needs at least {LOGS} (set zns.max_active)"
+                        )));
+                    }
+                    let shares = Semaphore::new(limit as u64);
+                    let zones = d.zones().zones();
+                    let zone_lbas = zones.first().map_or(1, |z| z.size);
+                    let cap_lbas = zones.first().map_or(1, |z| z.capacity);
+                    let held: FxHashMap<u64, Rc<ZoneGate>> = zones
+                        .iter()
+                        .filter(|z| z.state.is_active())
+                        .map(|z| {
+                            let g = ZoneGate {
+                                share: RefCell::new(Some(shares.try_acquire(1))),
+                                issued: Cell::new(0),
+                                passed: Cell::new(0),
+                                notify: Notify::new(),
+                            };
+                            (z.id.0 as u64, Rc::new(g))
+                        })
+                        .collect();
+                    Some(Rc::new(ActiveZones {
+                        shares,
+                        zone_lbas,
+                        cap_lbas,
+                        zones: RefCell::new(held),
+                    }))
+                }
+                _ => None,
+            }
+        };
+        Ok(Dev {
             sim,
             stack: devices.zoned,
             companion: devices.companion,
             base,
             traffic: Cell::new(TrafficBytes::default()),
-        }
+            active,
+        })
     }
 
     /// The devices behind this one.
@@ -190,15 +341,33 @@ impl Dev {
         let routed = self
             .route(addr, n, "write")
             .map(|(stack, lba)| (stack.clone(), lba));
+        // Only the zoned device has zones to account.
+        let active = match &routed {
+            Ok((stack, lba)) if Rc::ptr_eq(stack, &self.stack) => {
+                self.active.clone().map(|a| (a.gate(*lba), a))
+            }
+            _ => None,
+        };
         self.sim.spawn(async move {
             let (stack, lba) = routed?;
+            let active = match active {
+                Some((gate, a)) => {
+                    a.pass(gate).await;
+                    Some(a)
+                }
+                None => None,
+            };
             let d = stack
                 .submit(IoCmd::Write {
                     slba: Lba(lba),
                     data,
                 })
                 .await;
-            status(&d, &format!("write of {n} blocks at {addr}"))
+            status(&d, &format!("write of {n} blocks at {addr}"))?;
+            if let Some(a) = active {
+                a.written(lba, lba + n);
+            }
+            Ok(())
         })
     }
 
@@ -212,15 +381,22 @@ impl Dev {
                 "zone {action:?} at {zslba}: that address is on the companion conventional device, which has no zones"
             )));
         }
+        let lba = zslba - self.base;
         let d = self
             .stack
             .submit(IoCmd::ZoneMgmt {
                 action,
-                zslba: Lba(zslba - self.base),
+                zslba: Lba(lba),
                 select_all: false,
             })
             .await;
-        status(&d, &format!("zone {action:?} at {zslba}"))
+        status(&d, &format!("zone {action:?} at {zslba}"))?;
+        if let Some(a) = &self.active
+            && matches!(action, ZoneAction::Finish | ZoneAction::Reset)
+        {
+            a.closed(lba / a.zone_lbas);
+        }
+        Ok(())
     }
 
     /// Flushes the zoned device's cache, then the companion's.

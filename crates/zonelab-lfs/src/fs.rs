@@ -301,7 +301,7 @@ impl Fs {
         }
         let sb = plan(shape, format, payload == PayloadMode::Fingerprint)?;
         let layout = Layout::new(sb.clone())?;
-        let dev = Dev::new(sim.clone(), devices);
+        let dev = Dev::new(sim.clone(), devices)?;
         // Empty every sequential zone, then write the superblock twice.
         for z in 0..sb.main_zones {
             let state = stack
@@ -437,7 +437,7 @@ impl Fs {
         }
         let companion_lbas = devices.companion_lbas();
         let has_companion = devices.companion.is_some();
-        let dev = Dev::new(sim.clone(), devices);
+        let dev = Dev::new(sim.clone(), devices)?;
         let mut sb: Option<Superblock> = None;
         let mut why = String::new();
         for a in [0, 1] {

@@ -994,3 +994,70 @@ fn a_wrong_or_missing_companion_is_refused_with_a_clear_error() {
     assert!(e2.contains("companion device has"), "{e2}");
     assert!(e3.contains("--companion"), "{e3}");
 }
+
+/// A sync of a page cache far larger than a zone runs writeback ahead of the device; the
+/// file system keeps within the drive's active-zone limit (NVMe ZNS Maximum Active Resources)
+/// by holding back writes to new zones, and refuses a limit below its six logs.
+#[test]
+fn writeback_stays_within_the_active_zone_limit() {
+    let (sim, stack) = small_device_with(
+        PayloadMode::Fingerprint,
+        &[("max_active", "6"), ("max_open", "6")],
+    );
+    let s = sim.clone();
+    run(&sim, async move {
+        // Nothing written back before the sync.
+        let opts = FsOptions {
+            cache_bytes: 64 << 20,
+            dirty_background_ratio: 0.9,
+            dirty_ratio: 0.95,
+            ..opts()
+        };
+        let fs = Fs::mkfs(
+            s.clone(),
+            stack.clone(),
+            FormatOptions::default(),
+            opts,
+            Box::new(F2fs),
+        )
+        .await
+        .expect("mkfs");
+        // 96 threads each write a 256 KiB file and fsync it at once: 12 zones of 2 MiB in
+        // flight.
+        let fs = Rc::new(fs);
+        let mut tasks = Vec::new();
+        for f in 0..96u64 {
+            let fs = fs.clone();
+            tasks.push(s.spawn(async move {
+                let a = fs
+                    .create(ROOT_INO, &format!("f{f}"), 0o644, 0, 0)
+                    .await
+                    .unwrap();
+                let fps = (0..64).map(|b| f << 16 | b).collect();
+                fs.write(a.ino, 0, OwnedData::Fingerprints(fps))
+                    .await
+                    .unwrap();
+                fs.fsync(a.ino, false).await
+            }));
+        }
+        for t in tasks {
+            t.await.expect("fsync within the active-zone limit");
+        }
+        fs.sync().await.expect("sync within the active-zone limit");
+        let problems = fs.check().await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    });
+    let (sim, stack) = small_device_with(
+        PayloadMode::Fingerprint,
+        &[("max_active", "5"), ("max_open", "5")],
+    );
+    let s = sim.clone();
+    let err = run(&sim, async move {
+        Fs::mkfs(s, stack, FormatOptions::default(), opts(), Box::new(F2fs))
+            .await
+            .err()
+            .expect("refused")
+            .to_string()
+    });
+    assert!(err.contains("needs at least 6"), "{err}");
+}

@@ -188,6 +188,18 @@ impl Semaphore {
         }
     }
 
+    /// Takes `n` permits now if they are free and nobody waits ahead; `None` otherwise.
+    pub fn try_acquire(&self, n: u64) -> Option<SemaphorePermit> {
+        let free = self.inner.queue.front().is_none() && self.inner.permits.get() >= n;
+        free.then(|| {
+            self.inner.permits.set(self.inner.permits.get() - n);
+            SemaphorePermit {
+                sem: self.clone(),
+                n,
+            }
+        })
+    }
+
     fn release(&self, n: u64) {
         self.inner.permits.set(self.inner.permits.get() + n);
         self.inner.queue.wake_front();
@@ -398,6 +410,18 @@ mod tests {
         .unwrap();
         let v = m.value.borrow().clone();
         assert_eq!(v, vec![(0, 0), (1, 10), (2, 20), (3, 30), (4, 40)]);
+    }
+
+    #[test]
+    fn try_acquire_takes_only_free_permits() {
+        let s = Semaphore::new(2);
+        let a = s.try_acquire(2).expect("free");
+        assert!(s.try_acquire(1).is_none());
+        drop(a);
+        assert_eq!(s.available(), 2);
+        assert!(s.try_acquire(3).is_none());
+        let _b = s.try_acquire(1).expect("free");
+        assert_eq!(s.available(), 1);
     }
 
     #[test]
