@@ -133,15 +133,67 @@ impl Nat {
 }
 
 /// A directory's entries by name, and which dentry block holds each.
+#[derive(Default)]
 pub(crate) struct DirIndex {
     pub by_name: BTreeMap<Vec<u8>, (u32, FileKind, u64)>,
     /// Entries of each dentry block (the block's content).
-    pub blocks: Vec<Vec<Dentry>>,
+    blocks: Vec<Vec<Dentry>>,
+    /// Bytes each block's entries take (so placing an entry does not sum every entry of a
+    /// large directory).
+    used: Vec<usize>,
 }
 
 impl DirIndex {
-    fn used(&self, b: usize) -> usize {
-        self.blocks[b].iter().map(Dentry::size).sum()
+    fn from_blocks(blocks: Vec<Vec<Dentry>>) -> DirIndex {
+        let mut by_name = BTreeMap::new();
+        for (b, ents) in blocks.iter().enumerate() {
+            for d in ents {
+                by_name.insert(d.name.clone(), (d.ino, d.kind, b as u64));
+            }
+        }
+        let used = blocks
+            .iter()
+            .map(|ents| ents.iter().map(Dentry::size).sum())
+            .collect();
+        DirIndex {
+            by_name,
+            blocks,
+            used,
+        }
+    }
+
+    /// Adds `d` to the first block with room (a new block when none has); returns the block
+    /// and whether it is new.
+    fn add(&mut self, d: Dentry) -> (usize, bool) {
+        let need = d.size();
+        let found = self.used.iter().position(|&u| u + need <= DENT_SPACE);
+        let b = found.unwrap_or_else(|| {
+            self.blocks.push(Vec::new());
+            self.used.push(0);
+            self.blocks.len() - 1
+        });
+        self.used[b] += need;
+        self.by_name
+            .insert(d.name.clone(), (d.ino, d.kind, b as u64));
+        self.blocks[b].push(d);
+        (b, found.is_none())
+    }
+
+    /// Removes the entry `name` of block `b`.
+    fn remove(&mut self, b: usize, name: &[u8]) {
+        let mut freed = 0;
+        self.blocks[b].retain(|d| {
+            let keep = d.name != name;
+            if !keep {
+                freed += d.size();
+            }
+            keep
+        });
+        self.used[b] -= freed;
+    }
+
+    fn block(&self, b: usize) -> &[Dentry] {
+        &self.blocks[b]
     }
 }
 
@@ -347,13 +399,7 @@ impl Fs {
             // The first checkpoint writes every NAT and SIT block.
             st.nat.dirty = (0..st.segs.layout.sb.nat_blocks).collect();
             st.segs.sit_dirty = (0..st.segs.layout.sb.sit_blocks).collect();
-            st.dirs.insert(
-                ROOT_INO,
-                DirIndex {
-                    by_name: BTreeMap::new(),
-                    blocks: Vec::new(),
-                },
-            );
+            st.dirs.insert(ROOT_INO, DirIndex::default());
         }
         fs.checkpoint().await?;
         fs.start_background();
@@ -1056,18 +1102,12 @@ impl Fs {
             };
             blocks.push(decode_dentries(&bytes)?);
         }
-        let mut by_name = BTreeMap::new();
-        for (b, ents) in blocks.iter().enumerate() {
-            for d in ents {
-                by_name.insert(d.name.clone(), (d.ino, d.kind, b as u64));
-            }
-        }
         self.inner
             .st
             .borrow_mut()
             .dirs
             .entry(dir)
-            .or_insert(DirIndex { by_name, blocks });
+            .or_insert_with(|| DirIndex::from_blocks(blocks));
         Ok(())
     }
 
@@ -1097,20 +1137,14 @@ impl Fs {
         let mut st = self.inner.st.borrow_mut();
         let st = &mut *st;
         let idx = st.dirs.get_mut(&dir).expect("directory loaded");
-        let found = (0..idx.blocks.len()).find(|&b| idx.used(b) + d.size() <= DENT_SPACE);
-        let b = found.unwrap_or_else(|| {
-            idx.blocks.push(Vec::new());
-            idx.blocks.len() - 1
-        });
-        idx.blocks[b].push(d.clone());
-        idx.by_name.insert(d.name, (ino, kind, b as u64));
-        let content = encode_dentries(&idx.blocks[b]);
+        let (b, new_block) = idx.add(d);
+        let content = encode_dentries(idx.block(b));
         st.cache.put_page_with(
             dir,
             b as u64,
             PageData::Bytes(content.into()),
             true,
-            found.is_none(),
+            new_block,
         );
         let n = st
             .cache
@@ -1131,8 +1165,8 @@ impl Fs {
         let st = &mut *st;
         let idx = st.dirs.get_mut(&dir).expect("directory loaded");
         let (_, _, b) = idx.by_name.remove(name.as_bytes()).expect("entry exists");
-        idx.blocks[b as usize].retain(|d| d.name != name.as_bytes());
-        let content = encode_dentries(&idx.blocks[b as usize]);
+        idx.remove(b as usize, name.as_bytes());
+        let content = encode_dentries(idx.block(b as usize));
         st.cache
             .put_page(dir, b, PageData::Bytes(content.into()), true);
         let n = st
@@ -1991,13 +2025,7 @@ impl Fs {
             st.created_since_cp.insert(nid as Ino);
             st.cache.put_node(nid, node, true);
             if kind == FileKind::Dir {
-                st.dirs.insert(
-                    nid as Ino,
-                    DirIndex {
-                        by_name: BTreeMap::new(),
-                        blocks: Vec::new(),
-                    },
-                );
+                st.dirs.insert(nid as Ino, DirIndex::default());
             }
         }
         self.dir_add(parent, name, nid, kind).await?;
