@@ -1344,6 +1344,44 @@ mod tests {
         assert_eq!(d.flash_counters(), before.flash_counters());
     }
 
+    #[test]
+    fn the_host_stack_submits_compactions_and_tl_opens() {
+        use crate::{HostStack, IoCmd, IoEngine, IoScheduler, Namespace};
+        use zonelab_sim::Sim;
+        let sim = Sim::new();
+        let mut d = small(&[]);
+        fill(&mut d, 0, 0, Nanos(0));
+        let dev = Namespace::from(d).shared();
+        let stack =
+            HostStack::new(sim.clone(), dev.clone(), IoEngine::Spdk, IoScheduler::None).unwrap();
+        let st = stack.clone();
+        let (a, b) = sim
+            .block_on(async move {
+                let a = st
+                    .submit(IoCmd::ZoneCompaction {
+                        src: lbas(0..8),
+                        dst: lbas(64..72),
+                    })
+                    .await;
+                let b = st
+                    .submit(IoCmd::TlOpen {
+                        zones: vec![TlOpenZone {
+                            zslba: Lba(0),
+                            valid: vec![false; 64],
+                        }],
+                    })
+                    .await;
+                (a, b)
+            })
+            .unwrap();
+        assert!(a.status.is_ok() && b.status.is_ok());
+        assert!(a.completed > a.submitted);
+        let d = dev.borrow();
+        let z = d.zoned().unwrap();
+        assert_eq!(z.znsplus_counters().copybacks, 2);
+        assert!(z.is_tl_open(ZoneId(0)));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
 
