@@ -29,7 +29,10 @@
 //! fields needs a new version and a reader of the old one here.
 //!
 //! Older formats still load:
-//! * Format 3 (current) stores the profile as text.
+//! * Format 4 (current) adds the device's ZNS+ state (TL_opened zones, copies in flight,
+//!   counters) as its last field. A format 3 body followed by the encoding of that field at
+//!   its default is a format 4 body ([`ZonedDevice::fields_added_since_image_v3`]).
+//! * Format 3 stores the profile as text.
 //! * Format 2 stored the profile field by field, with the controller section that lacked
 //!   `reset_unmap_variation`, `housekeeping_tick` and `management_window_ticks`. The profile at
 //!   the start of the device is read in that layout
@@ -58,8 +61,8 @@ use zonelab_sim::Nanos;
 
 /// The file signature.
 pub const MAGIC: [u8; 8] = *b"ZONELAB\0";
-/// The body layout this build writes (it also reads formats 1 and 2).
-pub const FORMAT_VERSION: u32 = 3;
+/// The body layout this build writes (it also reads formats 1 to 3).
+pub const FORMAT_VERSION: u32 = 4;
 /// Bytes before the body.
 pub const HEADER_LEN: usize = 32;
 /// Header flag: the body holds a [`ConventionalDevice`].
@@ -296,7 +299,8 @@ pub fn decode_any(bytes: &[u8]) -> Result<AnyImage, ImageError> {
     }
     match version {
         1 => decode_v1_body(&profile_as_text(body)?),
-        2 => decode_body(&profile_as_text(body)?),
+        2 => decode_body(&with_v4_fields(&profile_as_text(body)?)?),
+        3 => decode_body(&with_v4_fields(body)?),
         _ => decode_body(body),
     }
     .map(AnyImage::Zoned)
@@ -347,6 +351,14 @@ fn profile_as_text(body: &[u8]) -> Result<Vec<u8>, ImageError> {
     Ok(new)
 }
 
+/// A format 2 or 3 body (profile as text) completed with the default of the field added in
+/// format 4.
+fn with_v4_fields(body: &[u8]) -> Result<Vec<u8>, ImageError> {
+    let plus = postcard::to_stdvec(&ZonedDevice::fields_added_since_image_v3())
+        .map_err(|e| ImageError::Encode(e.to_string()))?;
+    Ok([body, &plus].concat())
+}
+
 /// A format 1 body (profile already as text): completed with the defaults of the fields added
 /// since. Format 1 bodies
 /// from before the management queue lack that field too; a body decodes under only one of the
@@ -356,10 +368,11 @@ fn decode_v1_body(body: &[u8]) -> Result<Image, ImageError> {
     let enc = |e: postcard::Error| ImageError::Encode(e.to_string());
     let management = postcard::to_stdvec(&management).map_err(enc)?;
     let durability = postcard::to_stdvec(&durability).map_err(enc)?;
-    let with_management_queue = [body, &durability].concat();
+    let plus = postcard::to_stdvec(&ZonedDevice::fields_added_since_image_v3()).map_err(enc)?;
+    let with_management_queue = [body, &durability, &plus].concat();
     match decode_body(&with_management_queue) {
         Err(ImageError::Decode(_) | ImageError::TrailingBytes(_)) => {
-            decode_body(&[body, &management, &durability].concat())
+            decode_body(&[body, &management, &durability, &plus].concat())
         }
         other => other,
     }
@@ -619,7 +632,7 @@ mod tests {
         );
         let want: Vec<u8> = (0..d.lba_size()).map(|i| (i % 251) as u8).collect();
         assert_eq!(out.bytes, want);
-        // Saved again it is a format 3 image of the same device.
+        // Saved again it is a current image of the same device.
         let again = encode(img.clock, &img.device).unwrap();
         assert_eq!(le_u32(&again, 8), FORMAT_VERSION);
         let reloaded = decode(&again).unwrap();
@@ -632,7 +645,12 @@ mod tests {
         // A version beyond this build's is refused as such.
         let newer = with_body(V2_IMAGE, FORMAT_VERSION + 1, &V2_IMAGE[HEADER_LEN..]);
         let e = decode(&newer).unwrap_err();
-        assert_eq!(e, ImageError::Version { found: 4 });
+        assert_eq!(
+            e,
+            ImageError::Version {
+                found: FORMAT_VERSION + 1
+            }
+        );
         assert!(e.to_string().contains("newer ZoneLab"), "{e}");
     }
 
@@ -665,6 +683,19 @@ mod tests {
         let as_v2 = v1_bytes(1);
         let as_v2 = with_body(&as_v2, 2, &as_v2[HEADER_LEN..]);
         assert!(matches!(decode(&as_v2).unwrap_err(), ImageError::Decode(_)));
+    }
+
+    #[test]
+    fn format_3_images_load_without_the_znsplus_state() {
+        let good = image_bytes();
+        let plus = postcard::to_stdvec(&ZonedDevice::fields_added_since_image_v3()).unwrap();
+        assert!(good.ends_with(&plus));
+        let v3 = with_body(&good, 3, &good[HEADER_LEN..good.len() - plus.len()]);
+        let img = decode(&v3).unwrap();
+        assert_eq!(encode(img.clock, &img.device).unwrap(), good);
+        // Labelled format 4, the shorter body does not decode.
+        let as_v4 = with_body(&v3, 4, &v3[HEADER_LEN..]);
+        assert!(decode(&as_v4).is_err());
     }
 
     /// The profile text at the start of a format 3 body, and the rest of the body.

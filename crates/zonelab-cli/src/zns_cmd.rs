@@ -61,11 +61,79 @@ enum ZnsCmd {
     ZoneAppend(AppendArgs),
     /// Read blocks (unwritten blocks read as zeros).
     Read(ReadArgs),
+    /// ZNS+ zone_compaction: copy blocks inside the device (seed 000 §3.2.1). The i-th source
+    /// block goes to the i-th destination; destinations of a zone rise from its write pointer
+    /// and may skip blocks (which are padded).
+    ZoneCompaction(CompactionArgs),
+    /// ZNS+ TL_open: reopen a Full zone for threaded logging (sparse sequential overwrite,
+    /// seed 000 §3.2.2). Valid blocks are kept and plugged by the device; writes may go only to
+    /// the other blocks, at or after the write pointer.
+    TlOpen(TlOpenArgs),
+    /// ZNS+ identify_mapping: the LBA bit fields that name a chunk's flash chip group and chip
+    /// (seed 000 §3.3.1).
+    IdentifyMapping(IdNsArgs),
     /// Test hook: simulate a media failure that turns a zone read-only or offline.
     ///
     /// This is not an NVMe command; real drives make this transition themselves when their
     /// media fails. Use it to test how software copes with read-only and offline zones.
     Inject(InjectArgs),
+}
+
+#[derive(Args)]
+struct CompactionArgs {
+    /// Device image file.
+    image: PathBuf,
+    /// Source blocks: comma-separated LBAs or ranges START+COUNT, e.g. 0+16,40,0x100+8.
+    #[arg(long, value_parser = parse_lba_list)]
+    src: LbaList,
+    /// Destination blocks, as many as sources, in the same form.
+    #[arg(long, value_parser = parse_lba_list)]
+    dst: LbaList,
+}
+
+#[derive(Args)]
+struct TlOpenArgs {
+    /// Device image file.
+    image: PathBuf,
+    /// Start LBA of the (Full) zone.
+    #[arg(long, short = 's', visible_alias = "start-lba", value_parser = parse_num)]
+    zslba: u64,
+    /// Valid blocks, as offsets in the zone: comma-separated offsets or START+COUNT ranges
+    /// (default: none, every block may be overwritten).
+    #[arg(long, value_parser = parse_lba_list)]
+    valid: Option<LbaList>,
+}
+
+/// A list of LBAs (or zone offsets) given on the command line.
+#[derive(Clone, Debug)]
+struct LbaList(Vec<u64>);
+
+/// Most blocks a list on the command line may name.
+const MAX_LIST: u64 = 1 << 20;
+
+/// `A`, `A+N` (N blocks from A), comma-separated.
+fn parse_lba_list(s: &str) -> Result<LbaList, String> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (start, count) = match item.split_once('+') {
+            Some((a, n)) => (parse_num(a)?, parse_num(n)?),
+            None => (parse_num(item)?, 1),
+        };
+        if count == 0 {
+            return Err(format!("'{item}': a range needs at least one block"));
+        }
+        if out.len() as u64 + count > MAX_LIST {
+            return Err(format!("more than {MAX_LIST} blocks in one list"));
+        }
+        let end = start
+            .checked_add(count)
+            .ok_or_else(|| format!("'{item}' runs past the largest LBA"))?;
+        out.extend(start..end);
+    }
+    if out.is_empty() {
+        return Err("an empty list: give LBAs like 0+16,40".into());
+    }
+    Ok(LbaList(out))
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -298,8 +366,131 @@ pub fn run(a: ZnsArgs) -> Result<ExitCode> {
         ZnsCmd::Write(c) => write(c),
         ZnsCmd::ZoneAppend(c) => zone_append(c),
         ZnsCmd::Read(c) => read(c),
+        ZnsCmd::ZoneCompaction(c) => zone_compaction(c),
+        ZnsCmd::TlOpen(c) => tl_open(c),
+        ZnsCmd::IdentifyMapping(c) => identify_mapping(c),
         ZnsCmd::Inject(c) => inject(c),
     }
+}
+
+fn zone_compaction(a: CompactionArgs) -> Result<ExitCode> {
+    let (src, dst) = (&a.src.0, &a.dst.0);
+    if src.len() != dst.len() {
+        bail!(
+            "--src names {} blocks but --dst {}: give one destination per source block",
+            src.len(),
+            dst.len()
+        );
+    }
+    let mut img = open(&a.image)?;
+    let before = img.device.znsplus_counters();
+    let now = img.clock;
+    let src: Vec<Lba> = src.iter().map(|&l| Lba(l)).collect();
+    let dst: Vec<Lba> = dst.iter().map(|&l| Lba(l)).collect();
+    let c = img.device.zone_compaction(now, now, &src, &dst);
+    let after = img.device.znsplus_counters();
+    match finish(&a.image, &mut img, now, c)? {
+        Ok((latency, _)) => {
+            println!(
+                "zone-compaction: Success, {} blocks copied ({} chunks by copyback, {} by read and program)",
+                src.len(),
+                after.copybacks - before.copybacks,
+                after.readprogram_copies - before.readprogram_copies
+            );
+            println!("latency: {latency}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(s) => Ok(nvme_error("zone-compaction", s)),
+    }
+}
+
+fn tl_open(a: TlOpenArgs) -> Result<ExitCode> {
+    let mut img = open(&a.image)?;
+    let zone = match img.device.zones().zone_at_start(Lba(a.zslba)) {
+        Ok(z) => img.device.zone(z).clone(),
+        Err(s) => return Ok(nvme_error("tl-open", s)),
+    };
+    let mut valid = vec![false; zone.capacity as usize];
+    for &off in a.valid.as_ref().map_or(&[][..], |v| &v.0[..]) {
+        if off >= zone.capacity {
+            bail!(
+                "valid block offset {off} is outside the zone's {} writable blocks",
+                zone.capacity
+            );
+        }
+        valid[off as usize] = true;
+    }
+    let n = valid.iter().filter(|&&v| v).count();
+    let now = img.clock;
+    let c = img.device.tl_open(
+        now,
+        now,
+        &[zonelab_device::TlOpenZone {
+            zslba: Lba(a.zslba),
+            valid,
+        }],
+    );
+    match finish(&a.image, &mut img, now, c)? {
+        Ok((latency, _)) => {
+            println!(
+                "tl-open: Success, zone:{:#x} valid blocks:{n} of {}",
+                a.zslba, zone.capacity
+            );
+            println!("latency: {latency}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(s) => Ok(nvme_error("tl-open", s)),
+    }
+}
+
+fn identify_mapping(a: IdNsArgs) -> Result<ExitCode> {
+    let mut img = open(&a.image)?;
+    let now = img.clock;
+    let (c, m) = img.device.identify_mapping(now, now);
+    if let Err(s) = c.status {
+        return Ok(nvme_error("identify-mapping", s));
+    }
+    let bits = |f: Option<zonelab_device::BitField>| {
+        f.map_or(json!(null), |f| json!({ "lsb": f.lsb, "bits": f.bits }))
+    };
+    match a.output {
+        OutputFormat::Json => {
+            let v = json!({
+                "lbas_per_chunk": m.lbas_per_chunk,
+                "zone_size": m.zone_size,
+                "fcgs": m.fcgs,
+                "chips_per_fcg": m.chips,
+                "fcg_id": bits(m.fcg_id),
+                "chip_id": bits(m.chip_id),
+            });
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        OutputFormat::Normal => {
+            let show = |f: Option<zonelab_device::BitField>, what: &str| match f {
+                Some(f) if f.bits > 0 => format!(
+                    "LBA bits {}..{} ({} bits)",
+                    f.lsb,
+                    f.lsb + f.bits - 1,
+                    f.bits
+                ),
+                Some(_) => "no bits (only one)".to_string(),
+                None => format!("not a bit field ({what})"),
+            };
+            println!("lbas per chunk : {}", m.lbas_per_chunk);
+            println!("zone size      : {}", m.zone_size);
+            println!(
+                "FCG ID         : {} of {} groups",
+                show(m.fcg_id, "zone index mod groups"),
+                m.fcgs
+            );
+            println!(
+                "chip ID        : {} of {} chips",
+                show(m.chip_id, "chunk index mod chips"),
+                m.chips
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Loads an image for the tools, which exchange real bytes (full payload).

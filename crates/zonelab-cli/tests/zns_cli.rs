@@ -555,3 +555,106 @@ fn the_clock_carries_over_and_runs_are_deterministic() {
         "same commands, different images"
     );
 }
+
+/// ZNS+ commands (seed 000 §3.2): identify-mapping, zone-compaction (copyback for whole chunks
+/// on the same chip), tl-open and a threaded-logging write, and bad ranges that fail with an
+/// NVMe status and leave the image as it was.
+#[test]
+fn znsplus_commands_copy_plug_and_refuse_bad_ranges() {
+    let dir = TempDir::new("znsplus");
+    // 8 zones of 64 LBAs: 16 chunks of 4 LBAs over 4 chips.
+    let img = create(
+        &dir,
+        &[
+            "channels=2",
+            "chips_per_channel=2",
+            "pages_per_block=4",
+            "blocks_per_plane=12",
+            "zone_dies=4",
+            "zone_size=256KiB",
+        ],
+    );
+    let s = img.to_str().unwrap();
+    let m: serde_json::Value =
+        serde_json::from_str(&ok(&["zns", "identify-mapping", s, "-o", "json"])).unwrap();
+    assert_eq!(m["lbas_per_chunk"], 4);
+    assert_eq!(m["chip_id"]["lsb"], 2);
+    assert_eq!(m["chip_id"]["bits"], 2);
+    assert_eq!(m["fcgs"], 1);
+    let table = ok(&["zns", "identify-mapping", s]);
+    assert!(table.contains("chip ID        : LBA bits 2..3"), "{table}");
+
+    let data = blocks(64, 3);
+    let d = data_file(&dir, "zone0.bin", &data);
+    ok(&["zns", "write", s, "-s", "0", "-d", &d]);
+    // Chunks 0-1 to chunks 0-1 of zone 1 (copyback), chunk 3 to chunk 2 (read and program).
+    let o = ok(&[
+        "zns",
+        "zone-compaction",
+        s,
+        "--src",
+        "0+8,12+4",
+        "--dst",
+        "64+12",
+    ]);
+    assert!(
+        o.contains("12 blocks copied (2 chunks by copyback, 1 by read and program)"),
+        "{o}"
+    );
+    let r = zonelab(&["zns", "read", s, "-s", "64", "--nlb", "12"]);
+    assert!(r.status.success(), "{}", err(&r));
+    let want = [&data[..8 * LBA], &data[12 * LBA..16 * LBA]].concat();
+    assert_eq!(r.stdout, want);
+    assert_eq!(zone_field(&report_json(s, &[]), 1, "wp"), 76);
+
+    // Bad ranges: behind the write pointer, past the namespace, lists of different lengths.
+    nvme_fails(
+        &img,
+        &["zns", "zone-compaction", s, "--src", "0", "--dst", "70"],
+        "Zone Invalid Write",
+    );
+    nvme_fails(
+        &img,
+        &[
+            "zns",
+            "zone-compaction",
+            s,
+            "--src",
+            "0",
+            "--dst",
+            "0x10000",
+        ],
+        "LBA Out of Range",
+    );
+    let before = fs::read(&img).unwrap();
+    let e = fails(&["zns", "zone-compaction", s, "--src", "0+2", "--dst", "80"]);
+    assert!(e.contains("one destination per source"), "{e}");
+    let o = zonelab(&["zns", "zone-compaction", s, "--src", "0+0", "--dst", "80"]);
+    assert!(!o.status.success());
+    assert!(err(&o).contains("at least one block"), "{}", err(&o));
+    assert_eq!(fs::read(&img).unwrap(), before);
+
+    // Threaded logging on zone 0: blocks 0-31 stay valid, the rest is overwritten.
+    nvme_fails(
+        &img,
+        &["zns", "tl-open", s, "-s", "64", "--valid", "0+4"],
+        "Invalid Zone State Transition",
+    );
+    let o = ok(&["zns", "tl-open", s, "-s", "0", "--valid", "0+32"]);
+    assert!(o.contains("valid blocks:32 of 64"), "{o}");
+    let new = blocks(4, 9);
+    let d2 = data_file(&dir, "new.bin", &new);
+    nvme_fails(
+        &img,
+        &["zns", "write", s, "-s", "8", "-d", &d2],
+        "Zone Invalid Write",
+    );
+    ok(&["zns", "write", s, "-s", "40", "-d", &d2]);
+    ok(&["zns", "close-zone", s, "-s", "0"]);
+    let r = report_json(s, &[]);
+    assert_eq!(zone_field(&r, 0, "state"), "FULL");
+    let o = zonelab(&["zns", "read", s, "-s", "0", "--nlb", "44"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let want = [&data[..40 * LBA], &new[..]].concat();
+    assert_eq!(o.stdout, want);
+}

@@ -18,6 +18,7 @@ use crate::payload::WriteData;
 use crate::payload::{OwnedData, ReadData};
 use crate::status::NvmeStatus;
 use crate::zns::{Completion, ZoneAction, ZonedDevice};
+use crate::znsplus::TlOpenZone;
 use crate::zone::{Lba, ZoneId};
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
@@ -90,6 +91,10 @@ pub trait StackDevice {
         select_all: bool,
     ) -> Completion;
     fn flush(&mut self, now: Nanos, at: Nanos) -> Completion;
+    /// ZNS+ zone_compaction (seed 000 §3.2.1).
+    fn zone_compaction(&mut self, now: Nanos, at: Nanos, src: &[Lba], dst: &[Lba]) -> Completion;
+    /// ZNS+ TL_open (seed 000 §3.2.2).
+    fn tl_open(&mut self, now: Nanos, at: Nanos, zones: &[TlOpenZone]) -> Completion;
     fn profile(&self) -> &Profile;
     fn lba_size(&self) -> u64;
     fn buffer_limit(&self) -> u64;
@@ -136,6 +141,18 @@ macro_rules! stack_device {
             }
             fn flush(&mut self, now: Nanos, at: Nanos) -> Completion {
                 <$t>::flush(self, now, at)
+            }
+            fn zone_compaction(
+                &mut self,
+                now: Nanos,
+                at: Nanos,
+                src: &[Lba],
+                dst: &[Lba],
+            ) -> Completion {
+                <$t>::zone_compaction(self, now, at, src, dst)
+            }
+            fn tl_open(&mut self, now: Nanos, at: Nanos, zones: &[TlOpenZone]) -> Completion {
+                <$t>::tl_open(self, now, at, zones)
             }
             fn management_completion(&self, promised: Nanos) -> Nanos {
                 <$t>::management_completion(self, promised)
@@ -192,6 +209,16 @@ pub enum IoCmd {
         select_all: bool,
     },
     Flush,
+    /// ZNS+ zone_compaction: block `src[i]` is copied to `dst[i]` inside the device. The
+    /// completion comes when the last copy is on flash; the host need not wait for it.
+    ZoneCompaction {
+        src: Vec<Lba>,
+        dst: Vec<Lba>,
+    },
+    /// ZNS+ TL_open of Full zones with their valid bitmaps.
+    TlOpen {
+        zones: Vec<TlOpenZone>,
+    },
 }
 
 /// A completed command with its timestamps.
@@ -382,6 +409,8 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 IoCmd::Write { slba, data } => dev.write(now, at, *slba, data.as_ref(), false),
                 IoCmd::Append { zslba, data } => dev.write(now, at, *zslba, data.as_ref(), true),
                 IoCmd::Flush => dev.flush(now, at),
+                IoCmd::ZoneCompaction { src, dst } => dev.zone_compaction(now, at, src, dst),
+                IoCmd::TlOpen { zones } => dev.tl_open(now, at, zones),
                 IoCmd::ZoneMgmt { .. } => unreachable!("returned above"),
             }
         };

@@ -133,7 +133,9 @@ impl ZonedDevice {
                     zone.state, prog.written, prog.programmed_chunks, zone.written
                 ));
             }
-            sequential_blocks = sequential_blocks.saturating_add(prog.written);
+            sequential_blocks = sequential_blocks
+                .saturating_add(prog.written)
+                .saturating_add(self.tl_blocks_ahead(id.0, prog.written));
         }
 
         let zones_ref = self.zones.zones();

@@ -21,6 +21,7 @@ pub mod profile;
 pub mod status;
 pub mod write_buffer;
 pub mod zns;
+pub mod znsplus;
 pub mod zone;
 
 pub use conventional::ConventionalDevice;
@@ -32,4 +33,5 @@ pub use payload::{OwnedData, PayloadMode, ReadData, WriteData};
 pub use profile::{NamespaceKind, Profile, ProfileError};
 pub use status::NvmeStatus;
 pub use zns::{Completion, DeviceCounters, ZoneAction, ZonedDevice};
+pub use znsplus::{BitField, ChunkMapping, TlOpenZone, ZnsPlusCounters};
 pub use zone::{Lba, ReportFilter, Zone, ZoneId, ZoneState, ZoneType};

@@ -155,6 +155,13 @@ impl ZoneMapper {
     /// The flash page holding chunk `chunk` of `zone` (which must hold an FBG).
     pub fn page_of(&self, zone: u32, chunk: u64) -> PageAddr {
         let fbg = self.zone_fbg[zone as usize].expect("chunk of an unmapped zone");
+        self.page_in_fbg(zone, fbg, chunk)
+    }
+
+    /// The flash page chunk `chunk` of `zone` has in FBG `fbg` of the zone's FCG: the same die
+    /// and plane whichever FBG the zone holds (static chunk mapping, seed 000 §2.2), which is
+    /// what lets plugging copy a chunk to a LogFBG by copyback (§3.2.2).
+    pub fn page_in_fbg(&self, zone: u32, fbg: u32, chunk: u64) -> PageAddr {
         let (stripe, unit) = self.div.width.div_rem(chunk);
         let unit = unit as u32;
         let (k, page) = self.div.pages_per_block.div_rem(stripe);
@@ -168,6 +175,53 @@ impl ZoneMapper {
             },
             page,
         }
+    }
+
+    /// Takes a free FBG of `zone`'s FCG for the zone's LogFBG (seed 000 §3.2.2) without mapping
+    /// it; `None` when the FCG has none free.
+    pub fn take_log_fbg(&mut self, zone: u32) -> Option<u32> {
+        let fcg = self.fcg_of(zone) as usize;
+        self.free[fcg].pop_front()
+    }
+
+    /// Maps `zone` to `fbg` (its LogFBG, which replaces the original FBG) and returns the FBG
+    /// it held.
+    pub fn swap_fbg(&mut self, zone: u32, fbg: u32) -> u32 {
+        self.zone_fbg[zone as usize]
+            .replace(fbg)
+            .expect("swap of the FBG of an unmapped zone")
+    }
+
+    /// Returns FBG `fbg` of `zone`'s FCG to the free list (an FBG the zone no longer maps).
+    pub fn release_fbg(&mut self, zone: u32, fbg: u32) {
+        assert_ne!(
+            self.zone_fbg[zone as usize],
+            Some(fbg),
+            "release of the FBG zone {zone} maps"
+        );
+        let fcg = self.fcg_of(zone) as usize;
+        self.free[fcg].push_back(fbg);
+    }
+
+    /// Free FBGs of a chip group.
+    pub fn free_fbgs(&self, fcg: u32) -> usize {
+        self.free[fcg as usize].len()
+    }
+
+    /// Number of flash chip groups.
+    pub fn fcgs(&self) -> u32 {
+        self.fcgs
+    }
+
+    /// The parallel unit (die and plane of the zone's FCG) of chunk `chunk`.
+    pub fn unit_of(&self, chunk: u64) -> u32 {
+        self.div.width.remainder(chunk) as u32
+    }
+
+    /// Whether chunk `a` of zone `za` and chunk `b` of zone `zb` live on the same die and
+    /// plane, whatever FBGs the zones hold: the condition for a copyback (seed 000 §2.1, §2.2).
+    pub fn same_chip(&self, za: u32, a: u64, zb: u32, b: u64) -> bool {
+        self.fcg_of(za) == self.fcg_of(zb) && self.unit_of(a) == self.unit_of(b)
     }
 
     /// Takes a free FBG of `fcg` out of circulation (spare space for conventional zones).
@@ -198,10 +252,11 @@ impl ZoneMapper {
         out
     }
 
-    /// Bit fields of a logical chunk address that identify its flash chip group and its chip
-    /// within the group (seed 000 §2.2, the host-visible part of the mapping).
+    /// The values of the two fields of a logical chunk address that identify its flash chip:
+    /// the FCG ID (the zone's chip group) and the chip ID (its parallel unit within the group,
+    /// die and plane: the copyback domain; seed 000 §2.2, Fig. 1).
     pub fn chip_fields(&self, zone: u32, chunk: u64) -> (u32, u32) {
-        (self.fcg_of(zone), (chunk % self.zone_dies as u64) as u32)
+        (self.fcg_of(zone), self.unit_of(chunk))
     }
 }
 

@@ -9,6 +9,7 @@ use crate::ftl::FtlCounters;
 use crate::payload::{PayloadMode, ReadData, WriteData};
 use crate::profile::NamespaceKind;
 use crate::zns::{Completion, DeviceCounters, ZoneAction, ZonedDevice};
+use crate::znsplus::TlOpenZone;
 use crate::zone::{Lba, ReportFilter, Zone, ZoneId};
 use crate::{Profile, ProfileError};
 use serde::{Deserialize, Serialize};
@@ -139,6 +140,26 @@ impl Namespace {
     }
     pub fn flush(&mut self, now: Nanos, at: Nanos) -> Completion {
         each!(self, d => d.flush(now, at))
+    }
+    /// ZNS+ zone_compaction (Invalid Command Opcode on a conventional namespace).
+    pub fn zone_compaction(
+        &mut self,
+        now: Nanos,
+        at: Nanos,
+        src: &[Lba],
+        dst: &[Lba],
+    ) -> Completion {
+        match self {
+            Namespace::Zoned(d) => d.zone_compaction(now, at, src, dst),
+            Namespace::Conventional(d) => d.zoned_command(now, at),
+        }
+    }
+    /// ZNS+ TL_open (Invalid Command Opcode on a conventional namespace).
+    pub fn tl_open(&mut self, now: Nanos, at: Nanos, zones: &[TlOpenZone]) -> Completion {
+        match self {
+            Namespace::Zoned(d) => d.tl_open(now, at, zones),
+            Namespace::Conventional(d) => d.zoned_command(now, at),
+        }
     }
 
     /// The device loses power at `at` and power returns (see [`ZonedDevice::power_cut`]).

@@ -157,6 +157,14 @@ impl ReadData {
     }
 }
 
+/// One block as an in-device copy (zone compaction, internal plugging) carries it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum BlockCopy {
+    Bytes(Vec<u8>),
+    Fingerprint(u64),
+    Zero,
+}
+
 /// Contents of one zone (or of a conventional zone, randomly written).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 enum ZoneContent {
@@ -374,6 +382,111 @@ impl DataStore {
                 }
                 (PayloadMode::Fingerprint, _) => out.fingerprints.push(self.zero_fingerprint),
             }
+        }
+    }
+
+    /// Block `off` of `zone` as an in-device copy carries it (unwritten blocks are `Zero`).
+    pub(crate) fn snapshot(&self, zone: u32, off: u64) -> BlockCopy {
+        if self.mode == PayloadMode::Fingerprint
+            && let Some(b) = self.whole.get(&(zone, off))
+        {
+            return BlockCopy::Bytes(b.clone());
+        }
+        let lba = self.lba_size as usize;
+        match self.zones[zone as usize].as_ref() {
+            Some(ZoneContent::SeqFull(v)) => {
+                let s = off as usize * lba;
+                v.get(s..s + lba)
+                    .map_or(BlockCopy::Zero, |b| BlockCopy::Bytes(b.to_vec()))
+            }
+            Some(ZoneContent::RandFull(m)) => m
+                .get(&off)
+                .map_or(BlockCopy::Zero, |b| BlockCopy::Bytes(b.clone())),
+            Some(ZoneContent::SeqFingerprint(v)) => v
+                .get(off as usize)
+                .map_or(BlockCopy::Zero, |&f| BlockCopy::Fingerprint(f)),
+            Some(ZoneContent::RandFingerprint(m)) => m
+                .get(&off)
+                .map_or(BlockCopy::Zero, |&f| BlockCopy::Fingerprint(f)),
+            None => BlockCopy::Zero,
+        }
+    }
+
+    /// Blocks of data a sequential zone holds (the end of its stored data).
+    pub(crate) fn seq_len(&self, zone: u32) -> u64 {
+        match self.zones[zone as usize].as_ref() {
+            Some(ZoneContent::SeqFull(v)) => v.len() as u64 / self.lba_size,
+            Some(ZoneContent::SeqFingerprint(v)) => v.len() as u64,
+            Some(_) => panic!("sequential length of a randomly written zone"),
+            None => 0,
+        }
+    }
+
+    /// Stores `b` at block `off` of sequential `zone`, replacing what is there (a TL_opened
+    /// zone is overwritten in place, seed 000 §3.2.2) or extending the data, with zeros in
+    /// any gap before `off`.
+    pub(crate) fn put(&mut self, zone: u32, off: u64, b: &BlockCopy) {
+        let len = self.seq_len(zone);
+        let lba = self.lba_size;
+        for gap in len..off {
+            self.put(zone, gap, &BlockCopy::Zero);
+        }
+        if self.mode == PayloadMode::Fingerprint {
+            match b {
+                BlockCopy::Bytes(bytes) => {
+                    self.whole.insert((zone, off), bytes.clone());
+                }
+                _ => {
+                    self.whole.remove(&(zone, off));
+                }
+            }
+        }
+        let zero_fp = self.zero_fingerprint;
+        let content = self.zones[zone as usize].get_or_insert_with(|| match self.mode {
+            PayloadMode::Full => ZoneContent::SeqFull(Vec::new()),
+            PayloadMode::Fingerprint => ZoneContent::SeqFingerprint(Vec::new()),
+        });
+        match content {
+            ZoneContent::SeqFull(v) => {
+                let mut blk = Vec::with_capacity(lba as usize);
+                match b {
+                    BlockCopy::Bytes(bytes) => blk.extend_from_slice(bytes),
+                    BlockCopy::Fingerprint(f) => block_from_fingerprint(*f, lba, &mut blk),
+                    BlockCopy::Zero => blk.resize(lba as usize, 0),
+                }
+                let s = (off * lba) as usize;
+                if s == v.len() {
+                    v.extend_from_slice(&blk);
+                } else {
+                    v[s..s + lba as usize].copy_from_slice(&blk);
+                }
+            }
+            ZoneContent::SeqFingerprint(v) => {
+                let f = match b {
+                    BlockCopy::Bytes(bytes) => fingerprint(bytes),
+                    BlockCopy::Fingerprint(f) => *f,
+                    BlockCopy::Zero => zero_fp,
+                };
+                if off as usize == v.len() {
+                    v.push(f);
+                } else {
+                    v[off as usize] = f;
+                }
+            }
+            _ => panic!("in-place store into a randomly written zone"),
+        }
+    }
+
+    /// [`DataStore::put`] of host data, block by block.
+    pub(crate) fn put_data(&mut self, zone: u32, off: u64, data: WriteData<'_>) {
+        let lba = self.lba_size;
+        let n = data.blocks(lba);
+        for i in 0..n {
+            let b = match data.block(lba, i) {
+                WriteData::Bytes(bytes) => BlockCopy::Bytes(bytes.to_vec()),
+                WriteData::Fingerprints(f) => BlockCopy::Fingerprint(f[0]),
+            };
+            self.put(zone, off + i, &b);
         }
     }
 

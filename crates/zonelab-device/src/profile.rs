@@ -79,6 +79,37 @@ pub struct Profile {
     pub flash: FlashSection,
     pub controller: ControllerSection,
     pub host: HostSection,
+    /// ZNS+ firmware parameters (seed 000 §2.1, §3.2); defaults when absent.
+    #[serde(default)]
+    pub znsplus: ZnsPlusSection,
+}
+
+/// ZNS+ firmware parameters of a zoned device (seed 000).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZnsPlusSection {
+    /// Most consecutive copybacks one page of data may go through before the controller copies
+    /// it by read and program instead, checking its ECC (seed 000 §2.1: copyback skips the ECC
+    /// check, so chips limit consecutive copybacks by their error characteristics). 0: no limit.
+    #[serde(default)]
+    pub copyback_limit: u32,
+    /// How a TL_opened zone's skipped blocks are plugged (seed 000 §3.2.2).
+    #[serde(default)]
+    pub plugging: Plugging,
+}
+
+/// Internal plugging scheme of threaded logging (seed 000 §3.2.2, Fig. 4, §4 Fig. 9).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Plugging {
+    /// LBA-ordered plugging (LP): after each write the valid blocks that follow the write
+    /// pointer are copied at once, so the write pointer waits at the next invalid block.
+    Lba,
+    /// PPA-ordered plugging (PP, the paper's default): fully valid chunks are copied ahead of
+    /// the write pointer while their chips are idle, in the page order of their flash blocks;
+    /// the rest is copied on demand when the write pointer must pass it.
+    #[default]
+    Ppa,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -703,6 +734,7 @@ pub mod image_v2_layout {
                 power_loss_protection: c.power_loss_protection,
             },
             host: p.host,
+            znsplus: ZnsPlusSection::default(),
         })
     }
 }
@@ -749,6 +781,8 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
                 ("controller", "reset_unmap_variation"),
                 ("controller", "housekeeping_tick"),
                 ("controller", "management_window_ticks"),
+                ("znsplus", "copyback_limit"),
+                ("znsplus", "plugging"),
                 ("", "description"),
                 ("", "namespace"),
             ];
@@ -758,7 +792,15 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
             {
                 if s.is_empty() {
                     table.insert(f.to_string(), parsed);
-                } else if let Some(t) = table.get_mut(*s).and_then(|v| v.as_table_mut()) {
+                } else if let Some(t) = if *s == "znsplus" {
+                    // A section of defaults only, often absent from profile files.
+                    table
+                        .entry(s.to_string())
+                        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                        .as_table_mut()
+                } else {
+                    table.get_mut(*s).and_then(|v| v.as_table_mut())
+                } {
                     t.insert(f.to_string(), parsed);
                 }
                 return Ok(());

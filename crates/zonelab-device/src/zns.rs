@@ -114,6 +114,10 @@ pub struct ZonedDevice {
     /// [`ZonedDevice::fields_added_since_image_v1`]).
     #[serde(default)]
     pub(crate) durability: Durability,
+    /// ZNS+ state (seed 000): TL_opened zones, copies in flight, counters. Last, added in
+    /// image format 4 ([`ZonedDevice::fields_added_since_image_v3`]).
+    #[serde(default)]
+    pub(crate) plus: crate::znsplus::ZnsPlus,
 }
 
 /// Zone management work runs on the firmware core at lower priority than I/O: it uses the core
@@ -298,6 +302,7 @@ impl ZonedDevice {
             conventional,
             management: Management::default(),
             durability: Durability::default(),
+            plus: Default::default(),
             profile,
         })
     }
@@ -365,7 +370,13 @@ impl ZonedDevice {
         programmed as f64 / host as f64
     }
 
-    fn error(&mut self, now: Nanos, at: Nanos, cost: Nanos, status: NvmeStatus) -> Completion {
+    pub(crate) fn error(
+        &mut self,
+        now: Nanos,
+        at: Nanos,
+        cost: Nanos,
+        status: NvmeStatus,
+    ) -> Completion {
         self.counters.errors += 1;
         let t = self.firmware.run(now, at, cost);
         Completion {
@@ -381,7 +392,7 @@ impl ZonedDevice {
     /// Gives a zone its flash block group when it first becomes active, erasing blocks that
     /// still hold old data. Returns when the zone's first program may start.
     #[inline]
-    fn ensure_mapped(&mut self, now: Nanos, at: Nanos, zone: ZoneId) -> Nanos {
+    pub(crate) fn ensure_mapped(&mut self, now: Nanos, at: Nanos, zone: ZoneId) -> Nanos {
         if self.map.fbg_of(zone.0).is_some() {
             return at;
         }
@@ -410,10 +421,27 @@ impl ZonedDevice {
         let mut last = ready;
         let lpc = self.lbas_per_chunk.get();
         let plp = self.profile.controller.power_loss_protection;
+        let plus = !self.plus.tl.is_empty()
+            || !self.plus.tail_ready.is_empty()
+            || !self.plus.copyback_runs.is_empty();
         while self.progress[zone.0 as usize].programmed_chunks < full_chunks {
             let c = self.progress[zone.0 as usize].programmed_chunks;
+            let mut ready = ready;
+            if plus {
+                if self.plugged_ahead(zone.0, c).is_some() {
+                    // Plugged ahead into the LogFBG (ZNS+): already programmed.
+                    self.progress[zone.0 as usize].programmed_chunks = c + 1;
+                    continue;
+                }
+                if let Some(t) = self.plus.tail_ready.remove(&zone.0) {
+                    ready = ready.max(t);
+                }
+            }
             let page = self.map.page_of(zone.0, c);
             let done = self.flash.program(now, ready, page);
+            if plus {
+                self.note_program(zone.0, c, done);
+            }
             self.buffer.release_at(done, lpc);
             self.progress[zone.0 as usize].programmed_chunks = c + 1;
             if !plp {
@@ -443,6 +471,12 @@ impl ZonedDevice {
         }
         if nlb > self.buffer_limit() {
             return self.error(now, at, c.write_cost.0, NvmeStatus::InvalidFieldInCommand);
+        }
+        self.background_plugging(now);
+        if !self.plus.tl.is_empty()
+            && let Err(s) = self.tl_before_write(now, at, slba, nlb, append)
+        {
+            return self.error(now, at, c.write_cost.0, s);
         }
         let outcome = match self.zones.write(slba, nlb, append) {
             Ok(o) => o,
@@ -498,7 +532,12 @@ impl ZonedDevice {
         if !conventional && !plp {
             self.track_sequential_write(now, zone, in_buffer);
         }
-        self.data.write(zone.0, off, !conventional, data);
+        let tl = !self.plus.tl.is_empty() && self.is_tl_open(zone);
+        if tl {
+            self.data.put_data(zone.0, off, data);
+        } else {
+            self.data.write(zone.0, off, !conventional, data);
+        }
         self.progress[zone.0 as usize].written += nlb;
         if conventional {
             let durable = self.program_conventional(now, in_buffer, zone, off, nlb);
@@ -508,6 +547,9 @@ impl ZonedDevice {
         } else {
             let ready = self.ensure_mapped(now, in_buffer, zone);
             self.program_full_chunks(now, ready, zone);
+            if tl {
+                self.lba_ordered_plugging(now, in_buffer, zone.0);
+            }
         }
         Completion {
             done: in_buffer + c.cq_post.0,
@@ -610,6 +652,7 @@ impl ZonedDevice {
         if let Err(s) = self.zones.check_read(slba, nlb) {
             return self.error(now, at, read_cost, s);
         }
+        self.background_plugging(now);
         self.counters.reads += 1;
         self.counters.read_lbas += nlb;
         self.management.preempt(at, read_cost);
@@ -630,6 +673,9 @@ impl ZonedDevice {
                 self.data.read(zone.0, off, n, o);
             }
             data_ready = data_ready.max(self.read_timing(now, t, zone, zstart, off, n, wp, ztype));
+            if !self.plus.wp_progress.is_empty() {
+                data_ready = data_ready.max(self.copy_wait(zone.0, off, off + n));
+            }
             lba = seg_end;
         }
         let done = self.pcie.to_host(now, data_ready, nlb * self.lba_size);
@@ -671,7 +717,14 @@ impl ZonedDevice {
                         .map(|p| p.block.die)
                 }
                 ZoneType::SequentialWriteRequired => {
-                    if zstart + lo >= wp {
+                    let tl_ahead = !self.plus.tl.is_empty()
+                        && (self.plugged_ahead(zone.0, chunk).is_some()
+                            || (zstart + lo >= wp && self.tl_blocks_ahead(zone.0, lo) > 0));
+                    if tl_ahead {
+                        // A TL_opened zone's data not yet overwritten: in the original FBG
+                        // or plugged ahead, on the same die either way.
+                        Some(self.map.die_of(zone.0, chunk))
+                    } else if zstart + lo >= wp {
                         None
                     } else if chunk >= self.progress[zone.0 as usize].programmed_chunks {
                         self.counters.buffer_hits += 1;
@@ -699,6 +752,36 @@ impl ZonedDevice {
     ) -> Completion {
         let c = self.profile.controller;
         let at = self.arrive(at);
+        self.background_plugging(now);
+        if !self.plus.tl.is_empty() && matches!(action, ZoneAction::Close | ZoneAction::Finish) {
+            // ZNS+: closing a TL_opened zone completes it (seed 000 §3.2.2).
+            let tl_zones: Vec<u32> = if select_all {
+                self.plus.tl.keys().copied().collect()
+            } else {
+                match self.zones.zone_of(zslba) {
+                    Ok(z) if self.zones.zone(z).start == zslba && self.is_tl_open(z) => vec![z.0],
+                    _ => Vec::new(),
+                }
+            };
+            if !tl_zones.is_empty() {
+                let t = self.firmware.run(now, at, c.finish_cost.0);
+                let mut done = t;
+                for z in tl_zones {
+                    done = done.max(self.tl_finish(now, t, z));
+                }
+                if !select_all {
+                    return Completion {
+                        done: done + c.cq_post.0,
+                        status: Ok(None),
+                    };
+                }
+                let rest = self.zone_mgmt(now, at, action, zslba, true);
+                return Completion {
+                    done: rest.done.max(done + c.cq_post.0),
+                    status: rest.status,
+                };
+            }
+        }
         let base_cost = match action {
             ZoneAction::Open => c.open_cost.0,
             ZoneAction::Close => c.close_cost.0,
@@ -799,6 +882,7 @@ impl ZonedDevice {
                 self.data.clear(zone.0);
                 self.progress[zone.0 as usize] = ZoneProgress::default();
                 self.durability.seq.forget(zone.0);
+                self.znsplus_forget(zone.0);
                 // Blocks are erased when the group is next handed out, not now.
                 self.map.release(zone.0);
                 (t, t)
@@ -864,15 +948,20 @@ impl ZonedDevice {
 
     /// Programs the rest of a zone with padding (finish, seed 001 obs. 10: finish time falls as
     /// occupancy rises because less must be padded). Returns when the last pad program ends.
-    fn pad_zone(&mut self, now: Nanos, ready: Nanos, zone: ZoneId) -> Nanos {
+    pub(crate) fn pad_zone(&mut self, now: Nanos, ready: Nanos, zone: ZoneId) -> Nanos {
         let total = self.map.chunks_per_zone();
         let buffered = self.buffered_lbas(zone);
         let mut end = ready;
         let mut first_pad = true;
         while self.progress[zone.0 as usize].programmed_chunks < total {
             let c = self.progress[zone.0 as usize].programmed_chunks;
+            if self.plugged_ahead(zone.0, c).is_some() {
+                self.progress[zone.0 as usize].programmed_chunks = c + 1;
+                continue;
+            }
             let page = self.map.page_of(zone.0, c);
             let done = self.flash.program(now, ready, page);
+            self.note_program(zone.0, c, done);
             if first_pad && buffered > 0 {
                 self.buffer.release_at(done, buffered);
             }
@@ -890,6 +979,7 @@ impl ZonedDevice {
     /// belongs to (the zone's own page is programmed when it fills, as always), and everything
     /// written before the flush is durable when it completes (see [`crate::durability`]).
     pub fn flush(&mut self, now: Nanos, at: Nanos) -> Completion {
+        self.background_plugging(now);
         let c = self.profile.controller;
         let at = self.arrive(at);
         let t = self.firmware.run(now, at, c.read_cost.0);

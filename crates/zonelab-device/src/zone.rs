@@ -1026,6 +1026,33 @@ impl ZoneSet {
         Ok(self.outcome(i, &before, None))
     }
 
+    /// ZNS+ TL_open of one zone (seed 000 §3.2.2): a Full zone is opened for sparse
+    /// sequential overwrite with its write pointer back at the zone start, as an explicit open
+    /// (Too Many Active Zones / Too Many Open Zones as for Open Zone). Its data stays (the
+    /// device keeps it until it is overwritten or plugged); `written` restarts at 0. Any other
+    /// state: Invalid Zone State Transition. On error nothing changes.
+    pub fn reopen_for_overwrite(&mut self, id: ZoneId) -> Result<MgmtOutcome, NvmeStatus> {
+        let i = self.mgmt_index(id)?;
+        let before = self.zones[i].clone();
+        if before.state != ZoneState::Full {
+            return Err(NvmeStatus::InvalidZoneStateTransition);
+        }
+        self.set_state(i, ZoneState::Empty);
+        {
+            let z = &mut self.zones[i];
+            z.wp = z.start;
+            z.written = 0;
+        }
+        match self.take_open_resource(i, true) {
+            Ok(closed) => Ok(self.outcome(i, &before, closed)),
+            Err(e) => {
+                self.set_state(i, ZoneState::Full);
+                self.zones[i] = before;
+                Err(e)
+            }
+        }
+    }
+
     /// Open Zone. Empty/Closed -> ExplicitlyOpened (resources as for a write:
     /// Too Many Active Zones / Too Many Open Zones, closing the oldest
     /// implicitly opened zone at the open limit); ImplicitlyOpened ->

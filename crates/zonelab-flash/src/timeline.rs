@@ -182,6 +182,23 @@ impl Timeline {
         self.live().last().map_or(now, |&(_, e)| e.max(now))
     }
 
+    /// The earliest start at or after `from` of a free span of `duration`, without reserving
+    /// it. Reservations forgotten before the last [`Timeline::reserve`]'s `now` count as free,
+    /// so `from` should not be earlier than that.
+    pub fn first_fit(&self, from: Nanos, duration: Nanos) -> Nanos {
+        let mut start = from;
+        for &(s, e) in self.live() {
+            if e <= start {
+                continue;
+            }
+            if start + duration <= s {
+                break;
+            }
+            start = start.max(e);
+        }
+        start
+    }
+
     /// Whether the resource is idle at `t`.
     pub fn idle_at(&self, t: Nanos) -> bool {
         !self.live().iter().any(|&(s, e)| s <= t && t < e)
@@ -197,6 +214,18 @@ impl Timeline {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn first_fit_finds_gaps_without_reserving() {
+        let mut t = Timeline::new();
+        t.reserve(Nanos(0), Nanos(10), Nanos(10));
+        t.reserve(Nanos(0), Nanos(30), Nanos(10));
+        assert_eq!(t.first_fit(Nanos(0), Nanos(10)), Nanos(0));
+        assert_eq!(t.first_fit(Nanos(5), Nanos(10)), Nanos(20));
+        assert_eq!(t.first_fit(Nanos(5), Nanos(11)), Nanos(40));
+        assert_eq!(t.first_fit(Nanos(45), Nanos(11)), Nanos(45));
+        assert_eq!(t.busy_total(), Nanos(20));
+    }
 
     #[test]
     fn back_to_back_when_in_order() {

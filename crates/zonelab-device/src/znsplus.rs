@@ -1,0 +1,1470 @@
+//! The ZNS+ commands of seed 000 (Han et al., OSDI'21, §3.2, Table 1) on the zoned device:
+//!
+//! * `zone_compaction(source LBAs, destination LBAs)` (§3.2.1): an asynchronous in-storage copy.
+//!   The device plans each destination chunk (one flash page of data, §2.1) on the flash
+//!   timelines: a **copyback** when the whole chunk moves from one source chunk on the same
+//!   chip (die and plane) and the data has not yet gone through `znsplus.copyback_limit`
+//!   consecutive copybacks (§2.1), a flash **read + program** through the controller otherwise.
+//!   Destinations may be non-contiguous: blocks the write pointer passes between them are
+//!   padded (or, in a TL_opened zone, plugged with the zone's own data). Nothing else waits for
+//!   the command: it holds only the dies and channels its copies use, and reads of its
+//!   destination blocks wait only until the write pointer has passed them (the copy of those
+//!   blocks is in place), not for the whole command.
+//! * `tl_open(zones, valid bitmaps)` (§3.2.2, Fig. 4): a Full zone is reopened for sparse
+//!   sequential overwrite (threaded logging). The device gives it a LogFBG; blocks below the
+//!   write pointer are read from the LogFBG, the others from the original FBG. The valid blocks
+//!   the host skips are copied into the LogFBG by internal plugging: **LBA-ordered** at the
+//!   write pointer (on demand when a write lands past it, or after every write with
+//!   `znsplus.plugging = "lba"`), and with `"ppa"` **PPA-ordered** ahead of the write pointer,
+//!   in the page order of each LogFBG block, in the background while the chip is idle. When the
+//!   zone is full, finished or closed, every block is in the LogFBG, which replaces the
+//!   original FBG (the original is freed for reuse).
+//! * `identify_mapping` (§3.3.1): the FCG-ID and chip-ID bit fields of a logical chunk address.
+//!
+//! Background plugging is found lazily: whenever the device acts at time `now` it first looks
+//! at the time since it last looked and places the plugs a chip could have started while idle
+//! (before `now`), so a plug never delays an operation planned before it. Only fully valid
+//! chunks are plugged ahead, by copyback (the chip needs no channel); the rest waits for the
+//! write pointer.
+//!
+//! Power loss while a copy or plug is in flight is not modelled beyond what the zones show:
+//! like zone management, submitted copies count as done.
+
+use crate::payload::BlockCopy;
+use crate::profile::Plugging;
+use crate::status::NvmeStatus;
+use crate::zns::{Completion, ZonedDevice};
+use crate::zone::{Lba, ZoneId, ZoneSet, ZoneState, ZoneType};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use zonelab_flash::PageAddr;
+use zonelab_sim::Nanos;
+
+/// What the ZNS+ commands did, for reports (seed 000 Table 5, Fig. 11(b)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZnsPlusCounters {
+    /// zone_compaction commands completed successfully.
+    pub compactions: u64,
+    /// Blocks they copied.
+    pub compacted_blocks: u64,
+    /// Chunks copied by copyback (compaction and plugging).
+    pub copybacks: u64,
+    /// Destination chunks filled with data copied by flash read + program.
+    pub readprogram_copies: u64,
+    /// Whole-chunk same-chip copies done by read + program because the data had reached the
+    /// consecutive-copyback limit.
+    pub copyback_limit_hits: u64,
+    /// Zones opened by TL_open.
+    pub tl_opens: u64,
+    /// Blocks plugged ahead of the write pointer while their chip was idle (PPA-ordered).
+    pub plugged_blocks_background: u64,
+    /// Blocks plugged at the write pointer (LBA-ordered: when the write pointer had to pass
+    /// them, or right after a write).
+    pub plugged_blocks_on_demand: u64,
+}
+
+/// A TL_opened zone (seed 000 §3.2.2). The zone mapping already points at the LogFBG.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct TlZone {
+    /// The FBG that held the zone's data at TL_open (none if it held none); freed when the
+    /// zone completes.
+    orig_fbg: Option<u32>,
+    /// Blocks of data the zone held at TL_open.
+    extent: u64,
+    /// Valid bitmap from the host, one bit per block of the zone's capacity.
+    valid: Vec<u64>,
+    /// LogFBG chunks programmed so far and when each program completes.
+    done: BTreeMap<u64, Nanos>,
+    /// When the LogFBG is erased and takes programs.
+    ready: Nanos,
+    /// Per parallel unit: the lowest chunk PPA-ordered plugging has not passed yet.
+    next: Vec<u64>,
+}
+
+impl TlZone {
+    fn is_valid(&self, off: u64) -> bool {
+        off < self.extent && self.valid[(off / 64) as usize] >> (off % 64) & 1 == 1
+    }
+
+    fn chunk_fully_valid(&self, chunk: u64, lpc: u64) -> bool {
+        (chunk * lpc..(chunk + 1) * lpc).all(|o| self.is_valid(o))
+    }
+}
+
+/// ZNS+ state of the device (serialized last in device images, see
+/// [`ZonedDevice::fields_added_since_image_v3`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ZnsPlus {
+    pub(crate) tl: BTreeMap<u32, TlZone>,
+    /// Consecutive copybacks the data now at (zone, chunk) went through (absent: none).
+    pub(crate) copyback_runs: BTreeMap<(u32, u64), u32>,
+    /// Per zone filled by in-device copies: `(from, to, t)`: blocks `from..to` (offsets in the
+    /// zone) are in place at `t`, when the write pointer has passed them.
+    pub(crate) wp_progress: BTreeMap<u32, Vec<(u64, u64, Nanos)>>,
+    /// Zones whose buffered partial chunk holds copied data: when it is all in the controller.
+    pub(crate) tail_ready: BTreeMap<u32, Nanos>,
+    /// When background plugging last looked for idle chips.
+    pub(crate) last_pass: Nanos,
+    pub(crate) counters: ZnsPlusCounters,
+}
+
+/// Where the data of a block is when a copy needs it.
+#[derive(Clone, Copy, Debug)]
+enum Loc {
+    /// Unwritten: zeros, made in the controller.
+    Zero,
+    /// In the controller's write buffer.
+    Buffer,
+    /// On flash: block `off` of `zone`, in chunk `chunk` at `page`.
+    Flash {
+        zone: u32,
+        off: u64,
+        chunk: u64,
+        page: PageAddr,
+    },
+}
+
+/// One zone of a TL_open command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlOpenZone {
+    /// Start LBA of the zone (which must be Full).
+    pub zslba: Lba,
+    /// One entry per block of the zone's capacity: true for a valid block, which the host will
+    /// skip and the device plugs.
+    pub valid: Vec<bool>,
+}
+
+/// A bit field of an LBA: `bits` bits from bit `lsb`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BitField {
+    pub lsb: u32,
+    pub bits: u32,
+}
+
+impl BitField {
+    pub fn of(self, lba: u64) -> u64 {
+        (lba >> self.lsb) & ((1u64 << self.bits) - 1)
+    }
+}
+
+/// What identify_mapping returns (seed 000 §3.3.1, Fig. 1): how a logical chunk address
+/// determines its flash chip. Two chunks with equal FCG ID and chip ID share a chip, so a copy
+/// between them can be a copyback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkMapping {
+    /// LBAs per chunk (one flash page).
+    pub lbas_per_chunk: u64,
+    /// Zone size in LBAs.
+    pub zone_size: u64,
+    /// Flash chip groups: zone `i` is in group `i mod fcgs`.
+    pub fcgs: u32,
+    /// Chips (die and plane units) per group: chunk `j` of a zone is on chip `j mod chips`.
+    pub chips: u32,
+    /// The FCG ID field of an LBA, when `zone_size` and `fcgs` are powers of two.
+    pub fcg_id: Option<BitField>,
+    /// The chip ID field of an LBA, when `lbas_per_chunk` and `chips` are powers of two.
+    pub chip_id: Option<BitField>,
+}
+
+impl ChunkMapping {
+    /// (FCG ID, chip ID) of an LBA (by division, so also without bit fields).
+    pub fn chip_of(&self, lba: Lba) -> (u32, u32) {
+        let zone = lba.0 / self.zone_size;
+        let chunk = lba.0 % self.zone_size / self.lbas_per_chunk;
+        (
+            (zone % self.fcgs as u64) as u32,
+            (chunk % self.chips as u64) as u32,
+        )
+    }
+}
+
+fn field(lsb: u64, count: u64) -> Option<BitField> {
+    (lsb.is_power_of_two() && count.is_power_of_two()).then(|| BitField {
+        lsb: lsb.trailing_zeros(),
+        bits: count.trailing_zeros(),
+    })
+}
+
+/// The destinations of a zone_compaction in one zone, in order.
+struct DstPlan {
+    zone: u32,
+    /// The zone's write pointer (offset) when the command arrived.
+    from: u64,
+    /// (destination offset, index into the command's lists).
+    blocks: Vec<(u64, usize)>,
+}
+
+impl ZonedDevice {
+    /// For readers of device images of formats 1 to 3: the field the device gained in format 4,
+    /// at its default (no ZNS+ state). It is the last field of the device, so a format 3 body
+    /// followed by its encoding is a format 4 body.
+    pub fn fields_added_since_image_v3() -> impl Serialize {
+        ZnsPlus::default()
+    }
+
+    pub fn znsplus_counters(&self) -> ZnsPlusCounters {
+        self.plus.counters
+    }
+
+    /// Whether a zone is TL_opened.
+    pub fn is_tl_open(&self, zone: ZoneId) -> bool {
+        self.plus.tl.contains_key(&zone.0)
+    }
+
+    /// identify_mapping (seed 000 §3.3.1): the chunk mapping the host needs for copyback-aware
+    /// block allocation.
+    pub fn identify_mapping(&mut self, now: Nanos, at: Nanos) -> (Completion, ChunkMapping) {
+        let c = self.profile.controller;
+        let at = at + c.sq_fetch.0;
+        let lpc = self.lbas_per_chunk.get();
+        let zone_size = self.zones.geometry().zone_size;
+        let m = ChunkMapping {
+            lbas_per_chunk: lpc,
+            zone_size,
+            fcgs: self.map.fcgs(),
+            chips: self.map.width(),
+            fcg_id: field(zone_size, self.map.fcgs() as u64),
+            chip_id: field(lpc, self.map.width() as u64),
+        };
+        let t = self.firmware.run(now, at, c.read_cost.0);
+        let t = self.pcie.to_host(now, t, 64);
+        (
+            Completion {
+                done: t + c.cq_post.0,
+                status: Ok(None),
+            },
+            m,
+        )
+    }
+
+    /// Where block `off` of sequential `zone` is now.
+    fn locate(&self, zone: u32, off: u64) -> Loc {
+        let z = self.zones.zone(ZoneId(zone));
+        let wp_off = z.wp.0 - z.start.0;
+        let chunk = self.lbas_per_chunk.quotient(off);
+        if let Some(tl) = self.plus.tl.get(&zone)
+            && off >= wp_off
+        {
+            if off >= tl.extent {
+                return Loc::Zero;
+            }
+            let page = if tl.done.contains_key(&chunk) {
+                self.map.page_of(zone, chunk)
+            } else {
+                let orig = tl
+                    .orig_fbg
+                    .expect("a TL zone with data has its original FBG");
+                self.map.page_in_fbg(zone, orig, chunk)
+            };
+            return Loc::Flash {
+                zone,
+                off,
+                chunk,
+                page,
+            };
+        }
+        if off >= wp_off || self.map.fbg_of(zone).is_none() {
+            return Loc::Zero;
+        }
+        let plugged = self
+            .plus
+            .tl
+            .get(&zone)
+            .is_some_and(|t| t.done.contains_key(&chunk));
+        if chunk < self.progress[zone as usize].programmed_chunks || plugged {
+            Loc::Flash {
+                zone,
+                off,
+                chunk,
+                page: self.map.page_of(zone, chunk),
+            }
+        } else {
+            Loc::Buffer
+        }
+    }
+
+    /// Writes blocks `from..from + locs.len()` of sequential `zone` (its write pointer is at
+    /// `from`) with data found at `locs`, chunk by chunk on the flash timelines: copyback for a
+    /// whole chunk from one chunk on the same chip (within the consecutive-copyback limit),
+    /// read into the write buffer and program otherwise. Programs start no earlier than `at`.
+    /// Moves the zone's programming progress; the zone state and stored data are the caller's.
+    /// Returns when the last flash operation completes, and how many of the blocks were already
+    /// in place (plugged ahead).
+    fn fill(&mut self, now: Nanos, at: Nanos, zone: u32, from: u64, locs: &[Loc]) -> (Nanos, u64) {
+        let lpc = self.lbas_per_chunk.get();
+        let limit = self.profile.znsplus.copyback_limit;
+        let lba_size = self.lba_size;
+        let z = zone as usize;
+        let base = at.max(self.plus.tl.get(&zone).map_or(Nanos::ZERO, |t| t.ready));
+        let mut off = from;
+        let mut i = 0;
+        let mut last = at;
+        let mut passed = now;
+        let mut in_place = 0;
+        while i < locs.len() {
+            let (c, k0) = self.lbas_per_chunk.div_rem(off);
+            let n = ((lpc - k0) as usize).min(locs.len() - i);
+            let seg = &locs[i..i + n];
+            let plugged = self
+                .plus
+                .tl
+                .get(&zone)
+                .and_then(|t| t.done.get(&c).copied());
+            let ready = if let Some(done) = plugged {
+                // Plugged ahead of the write pointer (PPA-ordered): already in the LogFBG.
+                assert!(
+                    k0 == 0 && n as u64 == lpc,
+                    "zone {zone}: the write pointer stops inside chunk {c}, which was plugged ahead"
+                );
+                if self.progress[z].programmed_chunks == c {
+                    self.progress[z].programmed_chunks = c + 1;
+                }
+                in_place += lpc;
+                done
+            } else {
+                assert_eq!(
+                    self.progress[z].programmed_chunks, c,
+                    "zone {zone}: a copy must continue at the programmed frontier"
+                );
+                let whole = match seg[0] {
+                    Loc::Flash {
+                        zone: sz,
+                        chunk: sc,
+                        page,
+                        ..
+                    } if k0 == 0
+                        && n as u64 == lpc
+                        && seg.iter().enumerate().all(|(k, l)| {
+                            matches!(*l, Loc::Flash { zone: lz, off: lo, .. }
+                                if lz == sz && lo == sc * lpc + k as u64)
+                        })
+                        && self.map.same_chip(sz, sc, zone, c) =>
+                    {
+                        Some((sz, sc, page))
+                    }
+                    _ => None,
+                };
+                let run = whole.map_or(0, |(sz, sc, _)| {
+                    self.plus.copyback_runs.get(&(sz, sc)).copied().unwrap_or(0)
+                });
+                match whole {
+                    Some((_, _, src)) if limit == 0 || run < limit => {
+                        let dst = self.map.page_of(zone, c);
+                        let done = self.flash.copyback(now, base, src, dst);
+                        self.plus.copyback_runs.insert((zone, c), run + 1);
+                        self.plus.counters.copybacks += 1;
+                        self.progress[z].programmed_chunks = c + 1;
+                        if let Some(t) = self.plus.tl.get_mut(&zone) {
+                            t.done.insert(c, done);
+                        }
+                        last = last.max(done);
+                        done
+                    }
+                    _ => {
+                        if whole.is_some() {
+                            self.plus.counters.copyback_limit_hits += 1;
+                        }
+                        // Read each source page once for the blocks it holds.
+                        let mut data_at = at;
+                        let mut j = 0;
+                        while j < n {
+                            if let Loc::Flash { page, .. } = seg[j] {
+                                let mut m = 1;
+                                while j + m < n
+                                    && matches!(seg[j + m], Loc::Flash { page: p, .. } if p == page)
+                                {
+                                    m += 1;
+                                }
+                                data_at = data_at.max(self.flash.read(
+                                    now,
+                                    at,
+                                    page,
+                                    m as u64 * lba_size,
+                                ));
+                                j += m;
+                            } else {
+                                j += 1;
+                            }
+                        }
+                        let in_buffer = self.buffer.admit(data_at, n as u64);
+                        if seg.iter().any(|l| !matches!(l, Loc::Zero)) {
+                            self.plus.counters.readprogram_copies += 1;
+                        }
+                        if k0 + n as u64 == lpc {
+                            let tail = self.plus.tail_ready.remove(&zone).unwrap_or(Nanos::ZERO);
+                            let dst = self.map.page_of(zone, c);
+                            let done = self.flash.program(now, in_buffer.max(tail).max(base), dst);
+                            self.buffer.release_at(done, lpc);
+                            self.progress[z].programmed_chunks = c + 1;
+                            self.plus.copyback_runs.remove(&(zone, c));
+                            if let Some(t) = self.plus.tl.get_mut(&zone) {
+                                t.done.insert(c, done);
+                            }
+                            last = last.max(done);
+                        } else {
+                            let t = self.plus.tail_ready.entry(zone).or_insert(in_buffer);
+                            *t = (*t).max(in_buffer);
+                        }
+                        in_buffer
+                    }
+                }
+            };
+            passed = passed.max(ready);
+            if passed > now {
+                self.plus
+                    .wp_progress
+                    .entry(zone)
+                    .or_default()
+                    .push((off, off + n as u64, passed));
+            }
+            self.progress[z].written += n as u64;
+            off += n as u64;
+            i += n;
+        }
+        (last, in_place)
+    }
+
+    /// When blocks `lo..hi` of `zone` are in place for a read (their copy done).
+    pub(crate) fn copy_wait(&self, zone: u32, lo: u64, hi: u64) -> Nanos {
+        self.plus.wp_progress.get(&zone).map_or(Nanos::ZERO, |v| {
+            v.iter()
+                .filter(|&&(a, b, _)| a < hi && lo < b)
+                .map(|&(_, _, t)| t)
+                .max()
+                .unwrap_or(Nanos::ZERO)
+        })
+    }
+
+    /// zone_compaction (seed 000 §3.2.1): copies block `src[i]` to `dst[i]` for every `i`.
+    ///
+    /// Sources must hold data (written blocks of sequential zones). In each destination zone the
+    /// destinations must rise and start at or after the write pointer; the write pointer moves
+    /// past the last one, padding the blocks it skips (in a TL_opened zone those are plugged
+    /// with the zone's own data, and destinations must be blocks the valid bitmap marks
+    /// invalid). Errors (nothing changes): lists empty or of different lengths, a source
+    /// without data or in a conventional zone, a conventional destination: Invalid Field in
+    /// Command; past the namespace: LBA Out of Range; destinations that fall or lie behind the
+    /// write pointer: Zone Invalid Write; and the write errors of the destination zones (Zone Is
+    /// Full, Zone Boundary Error, Too Many Active/Open Zones, ...).
+    ///
+    /// The command completes when its last copy is programmed; it is asynchronous for the host
+    /// (other commands do not wait for it) and only blocks reads of its own destinations until
+    /// the write pointer has passed them.
+    pub fn zone_compaction(
+        &mut self,
+        now: Nanos,
+        at: Nanos,
+        src: &[Lba],
+        dst: &[Lba],
+    ) -> Completion {
+        self.background_plugging(now);
+        let c = self.profile.controller;
+        let at = at + c.sq_fetch.0;
+        let (zs, plans) = match self.plan_compaction(src, dst) {
+            Ok(p) => p,
+            Err(s) => return self.error(now, at, c.write_cost.0, s),
+        };
+        let t = self.firmware.run(now, at, c.write_cost.0);
+        let t = self.pcie.to_device(now, t, 16 * src.len() as u64);
+        let zdiv = self.zones.zone_div();
+        // Data and locations as the command found them.
+        let split = |l: Lba| {
+            let (z, off) = zdiv.div_rem(l.0);
+            (z as u32, off)
+        };
+        let snaps: Vec<BlockCopy> = src
+            .iter()
+            .map(|&l| {
+                let (z, off) = split(l);
+                self.data.snapshot(z, off)
+            })
+            .collect();
+        let src_locs: Vec<Loc> = src
+            .iter()
+            .map(|&l| {
+                let (z, off) = split(l);
+                self.locate(z, off)
+            })
+            .collect();
+        let mut fills = Vec::new();
+        for p in &plans {
+            let end = p.blocks.last().expect("a plan has blocks").0 + 1;
+            let tl = self.plus.tl.contains_key(&p.zone);
+            let mut locs = Vec::with_capacity((end - p.from) as usize);
+            let mut k = 0;
+            for off in p.from..end {
+                if p.blocks[k].0 == off {
+                    locs.push(src_locs[p.blocks[k].1]);
+                    k += 1;
+                } else if tl {
+                    locs.push(self.locate(p.zone, off));
+                } else {
+                    locs.push(Loc::Zero);
+                }
+            }
+            fills.push(locs);
+        }
+        self.zones = zs;
+        let mut done = t;
+        for (p, locs) in plans.iter().zip(fills) {
+            let tl = self.plus.tl.contains_key(&p.zone);
+            let mut k = 0;
+            for off in p.from..p.from + locs.len() as u64 {
+                if p.blocks[k].0 == off {
+                    self.data.put(p.zone, off, &snaps[p.blocks[k].1]);
+                    k += 1;
+                } else if !tl || off >= self.data.seq_len(p.zone) {
+                    self.data.put(p.zone, off, &BlockCopy::Zero);
+                }
+            }
+            let ready = self.ensure_mapped(now, t, ZoneId(p.zone));
+            let (end, in_place) = self.fill(now, ready, p.zone, p.from, &locs);
+            if tl {
+                self.plus.counters.plugged_blocks_on_demand +=
+                    locs.len() as u64 - p.blocks.len() as u64 - in_place;
+                self.tl_complete_if_full(p.zone);
+            }
+            done = done.max(end);
+        }
+        self.plus.counters.compactions += 1;
+        self.plus.counters.compacted_blocks += src.len() as u64;
+        Completion {
+            done: done + c.cq_post.0,
+            status: Ok(None),
+        }
+    }
+
+    /// Checks a zone_compaction without changing anything: the zone set after it, and the
+    /// destinations per zone.
+    fn plan_compaction(
+        &self,
+        src: &[Lba],
+        dst: &[Lba],
+    ) -> Result<(ZoneSet, Vec<DstPlan>), NvmeStatus> {
+        if src.is_empty() || src.len() != dst.len() {
+            return Err(NvmeStatus::InvalidFieldInCommand);
+        }
+        let total = self.zones.total_lbas();
+        if src.iter().chain(dst).any(|l| l.0 >= total) {
+            return Err(NvmeStatus::LbaOutOfRange);
+        }
+        let zdiv = self.zones.zone_div();
+        for &l in src {
+            let (zi, off) = zdiv.div_rem(l.0);
+            let z = self.zones.zone(ZoneId(zi as u32));
+            match (z.ztype, z.state) {
+                (ZoneType::Conventional, _) => return Err(NvmeStatus::InvalidFieldInCommand),
+                (_, ZoneState::Offline) => return Err(NvmeStatus::ZoneIsOffline),
+                _ => {}
+            }
+            if off >= self.data.seq_len(zi as u32) {
+                return Err(NvmeStatus::InvalidFieldInCommand);
+            }
+        }
+        let mut plans: Vec<DstPlan> = Vec::new();
+        for (i, &l) in dst.iter().enumerate() {
+            let (zi, off) = zdiv.div_rem(l.0);
+            let zone = zi as u32;
+            match plans.iter_mut().find(|p| p.zone == zone) {
+                Some(p) => p.blocks.push((off, i)),
+                None => {
+                    let z = self.zones.zone(ZoneId(zone));
+                    plans.push(DstPlan {
+                        zone,
+                        from: z.wp.0 - z.start.0,
+                        blocks: vec![(off, i)],
+                    })
+                }
+            }
+        }
+        let mut zs = self.zones.clone();
+        for p in &plans {
+            let z = zs.zone(ZoneId(p.zone)).clone();
+            match (z.ztype, z.state) {
+                (ZoneType::Conventional, _) => return Err(NvmeStatus::InvalidFieldInCommand),
+                (_, ZoneState::Full) => return Err(NvmeStatus::ZoneIsFull),
+                (_, ZoneState::ReadOnly) => return Err(NvmeStatus::ZoneIsReadOnly),
+                (_, ZoneState::Offline) => return Err(NvmeStatus::ZoneIsOffline),
+                _ => {}
+            }
+            if p.blocks.windows(2).any(|w| w[1].0 <= w[0].0) || p.blocks[0].0 < p.from {
+                return Err(NvmeStatus::ZoneInvalidWrite);
+            }
+            if let Some(tl) = self.plus.tl.get(&p.zone)
+                && p.blocks.iter().any(|&(off, _)| tl.is_valid(off))
+            {
+                return Err(NvmeStatus::ZoneInvalidWrite);
+            }
+            let end = p.blocks.last().expect("not empty").0 + 1;
+            zs.write(z.wp, end - p.from, false)?;
+        }
+        Ok((zs, plans))
+    }
+
+    /// TL_open (seed 000 §3.2.2): opens Full zones for threaded logging with their valid
+    /// bitmaps. Each zone gets a LogFBG (erased if it holds old data) and its write pointer goes
+    /// back to the zone start; it counts as explicitly opened. Errors (nothing changes): no
+    /// zones, a zone listed twice, a bitmap not of the zone capacity, a conventional zone:
+    /// Invalid Field in Command; not a zone start: Invalid Field in Command / LBA Out of Range;
+    /// a zone not Full: Invalid Zone State Transition; open/active limits: Too Many Open / Too
+    /// Many Active Zones, also when a chip group has no free FBG left for a LogFBG.
+    pub fn tl_open(&mut self, now: Nanos, at: Nanos, zones: &[TlOpenZone]) -> Completion {
+        self.background_plugging(now);
+        let c = self.profile.controller;
+        let at = at + c.sq_fetch.0;
+        let cost = c.open_cost.0.times(zones.len().max(1) as u64);
+        let (zs, ids) = match self.plan_tl_open(zones) {
+            Ok(p) => p,
+            Err(s) => return self.error(now, at, cost, s),
+        };
+        let t = self.firmware.run(now, at, cost);
+        let bitmap_bytes: u64 = zones.iter().map(|z| z.valid.len().div_ceil(8) as u64).sum();
+        let t = self.pcie.to_device(now, t, bitmap_bytes);
+        let extents: Vec<u64> = ids.iter().map(|id| self.zones.zone(*id).written).collect();
+        self.zones = zs;
+        let width = self.map.width() as u64;
+        for ((id, z), extent) in ids.iter().zip(zones).zip(extents) {
+            let zone = id.0;
+            let log = self.map.take_log_fbg(zone).expect("free FBGs were checked");
+            let mut ready = t;
+            for b in self.map.blocks_of_fbg(self.map.fcg_of(zone), log) {
+                if self.flash.programmed_pages(b) > 0 {
+                    ready = ready.max(self.flash.erase(now, t, b));
+                }
+            }
+            // A zone finished empty holds no FBG: the LogFBG is simply its FBG.
+            let orig_fbg = match self.map.fbg_of(zone) {
+                Some(_) => Some(self.map.swap_fbg(zone, log)),
+                None => {
+                    self.map.release_fbg(zone, log);
+                    self.map.allocate(zone);
+                    None
+                }
+            };
+            self.progress[zone as usize] = Default::default();
+            self.durability.seq.forget(zone);
+            self.plus.tail_ready.remove(&zone);
+            self.plus.wp_progress.remove(&zone);
+            let mut valid = vec![0u64; z.valid.len().div_ceil(64)];
+            for (k, &v) in z.valid.iter().enumerate() {
+                if v {
+                    valid[k / 64] |= 1 << (k % 64);
+                }
+            }
+            self.plus.tl.insert(
+                zone,
+                TlZone {
+                    orig_fbg,
+                    extent,
+                    valid,
+                    done: BTreeMap::new(),
+                    ready,
+                    next: (0..width).collect(),
+                },
+            );
+            self.counters.zone_opens += 1;
+            self.plus.counters.tl_opens += 1;
+            self.lba_ordered_plugging(now, t, zone);
+        }
+        Completion {
+            done: t + c.cq_post.0,
+            status: Ok(None),
+        }
+    }
+
+    fn plan_tl_open(&self, zones: &[TlOpenZone]) -> Result<(ZoneSet, Vec<ZoneId>), NvmeStatus> {
+        if zones.is_empty() {
+            return Err(NvmeStatus::InvalidFieldInCommand);
+        }
+        let mut zs = self.zones.clone();
+        let mut ids: Vec<ZoneId> = Vec::new();
+        let mut per_fcg: BTreeMap<u32, usize> = BTreeMap::new();
+        for z in zones {
+            let id = zs.zone_at_start(z.zslba)?;
+            let zone = zs.zone(id);
+            if zone.ztype == ZoneType::Conventional
+                || ids.contains(&id)
+                || z.valid.len() as u64 != zone.capacity
+            {
+                return Err(NvmeStatus::InvalidFieldInCommand);
+            }
+            zs.reopen_for_overwrite(id)?;
+            let fcg = self.map.fcg_of(id.0);
+            let need = per_fcg.entry(fcg).or_default();
+            *need += 1;
+            if *need > self.map.free_fbgs(fcg) {
+                return Err(NvmeStatus::TooManyActiveZones);
+            }
+            ids.push(id);
+        }
+        Ok((zs, ids))
+    }
+
+    /// A write of `nlb` blocks at `slba` (an append when `append`) to a TL_opened zone: checks
+    /// it is sparse sequential (at or after the write pointer, only on blocks the valid bitmap
+    /// marks invalid, Zone Invalid Write otherwise; within the capacity, Zone Boundary Error
+    /// otherwise) and plugs the blocks it skips (LBA-ordered, on demand). Other zones: nothing.
+    pub(crate) fn tl_before_write(
+        &mut self,
+        now: Nanos,
+        at: Nanos,
+        slba: Lba,
+        nlb: u64,
+        append: bool,
+    ) -> Result<(), NvmeStatus> {
+        let Ok(id) = self.zones.zone_of(slba) else {
+            return Ok(());
+        };
+        let Some(tl) = self.plus.tl.get(&id.0) else {
+            return Ok(());
+        };
+        let z = self.zones.zone(id);
+        let wp_off = z.wp.0 - z.start.0;
+        let off = if append { wp_off } else { slba.0 - z.start.0 };
+        if append && slba != z.start {
+            return Err(NvmeStatus::InvalidFieldInCommand);
+        }
+        if off < wp_off {
+            return Err(NvmeStatus::ZoneInvalidWrite);
+        }
+        if off + nlb > z.capacity {
+            return Err(NvmeStatus::ZoneBoundaryError);
+        }
+        if (off..off + nlb).any(|o| tl.is_valid(o)) {
+            return Err(NvmeStatus::ZoneInvalidWrite);
+        }
+        if off > wp_off {
+            self.plug_to(now, at, id.0, off);
+        }
+        Ok(())
+    }
+
+    /// Moves the write pointer of TL_opened `zone` to block `to`, copying the blocks it passes
+    /// into the LogFBG (LBA-ordered plugging at the write pointer).
+    fn plug_to(&mut self, now: Nanos, at: Nanos, zone: u32, to: u64) -> Nanos {
+        let z = self.zones.zone(ZoneId(zone));
+        let (start, from) = (z.start, z.wp.0 - z.start.0);
+        if to <= from {
+            return at;
+        }
+        let locs: Vec<Loc> = (from..to).map(|o| self.locate(zone, o)).collect();
+        self.zones
+            .write(start + from, to - from, false)
+            .expect("plugging stays inside an opened zone");
+        for off in from..to {
+            if off >= self.data.seq_len(zone) {
+                self.data.put(zone, off, &BlockCopy::Zero);
+            }
+        }
+        let (done, in_place) = self.fill(now, at, zone, from, &locs);
+        self.plus.counters.plugged_blocks_on_demand += to - from - in_place;
+        done
+    }
+
+    /// After a write to TL_opened `zone` (and at TL_open) with `plugging = "lba"`: plugs the
+    /// valid blocks that follow the write pointer, so it waits at the next invalid block (seed
+    /// 000 §3.2.2, Fig. 4 ②-P). Completes the zone when that fills it.
+    pub(crate) fn lba_ordered_plugging(&mut self, now: Nanos, at: Nanos, zone: u32) {
+        let Some(tl) = self.plus.tl.get(&zone) else {
+            return;
+        };
+        if self.profile.znsplus.plugging == Plugging::Lba {
+            let z = self.zones.zone(ZoneId(zone));
+            let from = z.wp.0 - z.start.0;
+            let mut to = from;
+            while to < z.capacity && tl.is_valid(to) {
+                to += 1;
+            }
+            self.plug_to(now, at, zone, to);
+        }
+        self.tl_complete_if_full(zone);
+    }
+
+    /// A TL_opened zone that is Full has every block in its LogFBG, which replaces the original
+    /// FBG for good (seed 000 §3.2.2): the original is freed.
+    pub(crate) fn tl_complete_if_full(&mut self, zone: u32) {
+        if self.zones.zone(ZoneId(zone)).state == ZoneState::Full
+            && let Some(tl) = self.plus.tl.remove(&zone)
+            && let Some(orig) = tl.orig_fbg
+        {
+            self.map.release_fbg(zone, orig);
+        }
+    }
+
+    /// Close or Finish of a TL_opened zone: the rest of its data is plugged into the LogFBG and
+    /// the zone is finished (padded past its data), so that the LogFBG replaces the original
+    /// FBG (seed 000 §3.2.2). Returns when the last copy or pad completes.
+    pub(crate) fn tl_finish(&mut self, now: Nanos, at: Nanos, zone: u32) -> Nanos {
+        let extent = self.plus.tl[&zone].extent;
+        let z = self.zones.zone(ZoneId(zone));
+        let to = extent.min(z.capacity).max(z.wp.0 - z.start.0);
+        let mut done = self.plug_to(now, at, zone, to);
+        if self.zones.zone(ZoneId(zone)).state != ZoneState::Full {
+            let o = self
+                .zones
+                .finish(ZoneId(zone))
+                .expect("an opened zone can be finished");
+            debug_assert_eq!(o.to, ZoneState::Full);
+            self.counters.zone_finishes += 1;
+            self.durability.seq.forget(zone);
+            done = done.max(self.pad_zone(now, at, ZoneId(zone)));
+        }
+        self.tl_complete_if_full(zone);
+        done
+    }
+
+    /// Drops the ZNS+ state of a zone being reset (its LogFBG, if TL_opened, is the mapped FBG
+    /// the reset releases; the original FBG is released here).
+    pub(crate) fn znsplus_forget(&mut self, zone: u32) {
+        if let Some(tl) = self.plus.tl.remove(&zone)
+            && let Some(orig) = tl.orig_fbg
+        {
+            self.map.release_fbg(zone, orig);
+        }
+        self.plus.tail_ready.remove(&zone);
+        self.plus.wp_progress.remove(&zone);
+        if !self.plus.copyback_runs.is_empty() {
+            let keys: Vec<(u32, u64)> = self
+                .plus
+                .copyback_runs
+                .range((zone, 0)..(zone + 1, 0))
+                .map(|(k, _)| *k)
+                .collect();
+            for k in keys {
+                self.plus.copyback_runs.remove(&k);
+            }
+        }
+    }
+
+    /// Whether chunk `chunk` of `zone` was plugged ahead into its LogFBG.
+    pub(crate) fn plugged_ahead(&self, zone: u32, chunk: u64) -> Option<Nanos> {
+        self.plus.tl.get(&zone)?.done.get(&chunk).copied()
+    }
+
+    /// Records the program of LogFBG chunk `chunk` of a TL_opened zone, completing at `done`.
+    pub(crate) fn note_program(&mut self, zone: u32, chunk: u64, done: Nanos) {
+        if let Some(t) = self.plus.tl.get_mut(&zone) {
+            t.done.insert(chunk, done);
+        }
+        self.plus.copyback_runs.remove(&(zone, chunk));
+    }
+
+    /// Blocks a TL_opened zone holds beyond those its write pointer has passed (its data not
+    /// yet overwritten or plugged), for image checks.
+    pub(crate) fn tl_blocks_ahead(&self, zone: u32, written: u64) -> u64 {
+        self.plus
+            .tl
+            .get(&zone)
+            .map_or(0, |t| t.extent.saturating_sub(written))
+    }
+
+    /// PPA-ordered plugging in the background (seed 000 §3.2.2): called whenever the device
+    /// acts at `now`, it places the plugs that chips idle since the last call could have
+    /// started before `now`: per LogFBG block, the next page in order whose chunk is fully
+    /// valid, by copyback.
+    pub(crate) fn background_plugging(&mut self, now: Nanos) {
+        if !self.plus.wp_progress.is_empty() {
+            self.plus.wp_progress.retain(|_, v| {
+                v.retain(|&(_, _, t)| t > now);
+                !v.is_empty()
+            });
+        }
+        if self.plus.tl.is_empty() || self.profile.znsplus.plugging != Plugging::Ppa {
+            self.plus.last_pass = now;
+            return;
+        }
+        let since = self.plus.last_pass.min(now);
+        let zones: Vec<u32> = self.plus.tl.keys().copied().collect();
+        for zone in zones {
+            self.plug_ahead(now, since, zone);
+        }
+        self.plus.last_pass = now;
+    }
+
+    fn plug_ahead(&mut self, now: Nanos, since: Nanos, zone: u32) {
+        let lpc = self.lbas_per_chunk.get();
+        let width = self.map.width() as u64;
+        let ppb = self.profile.geometry.pages_per_block as u64;
+        let chunks = self.map.chunks_per_zone();
+        let limit = self.profile.znsplus.copyback_limit;
+        let cb = self.flash.timing().copyback;
+        let z = self.zones.zone(ZoneId(zone));
+        let first = (z.wp.0 - z.start.0).div_ceil(lpc);
+        let frontier = self.progress[zone as usize].programmed_chunks;
+        for u in 0..width as usize {
+            loop {
+                let tl = &self.plus.tl[&zone];
+                let c = tl.next[u];
+                if c >= chunks {
+                    break;
+                }
+                if c < frontier || tl.done.contains_key(&c) {
+                    self.plus.tl.get_mut(&zone).expect("listed").next[u] += width;
+                    continue;
+                }
+                if c < first || !tl.chunk_fully_valid(c, lpc) {
+                    break;
+                }
+                let run = self
+                    .plus
+                    .copyback_runs
+                    .get(&(zone, c))
+                    .copied()
+                    .unwrap_or(0);
+                if limit != 0 && run >= limit {
+                    break;
+                }
+                // Pages of a block are programmed in order: the previous page first.
+                let prev = if (c / width).is_multiple_of(ppb) {
+                    Nanos::ZERO
+                } else {
+                    *tl.done
+                        .get(&(c - width))
+                        .expect("the previous page of a plugged page is programmed")
+                };
+                let from = since.max(tl.ready).max(prev);
+                let dst = self.map.page_of(zone, c);
+                let s = self.flash.die_free_span(dst.block.die, from, cb);
+                if s > now {
+                    break;
+                }
+                let orig = tl
+                    .orig_fbg
+                    .expect("a TL zone with data has its original FBG");
+                let src = self.map.page_in_fbg(zone, orig, c);
+                let end = self.flash.copyback_started(now, s, src, dst);
+                let tl = self.plus.tl.get_mut(&zone).expect("listed");
+                tl.done.insert(c, end);
+                tl.next[u] += width;
+                self.plus.copyback_runs.insert((zone, c), run + 1);
+                self.plus.counters.copybacks += 1;
+                self.plus.counters.plugged_blocks_background += lpc;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Profile;
+    use crate::payload::{PayloadMode, ReadData, WriteData};
+    use crate::zns::ZoneAction;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    /// 8 zones of 64 LBAs: 16 chunks of 4 LBAs over 4 dies (one FCG unless `zone_dies=2`).
+    fn small(sets: &[&str]) -> ZonedDevice {
+        let items: Vec<String> = [
+            "channels=2",
+            "chips_per_channel=2",
+            "pages_per_block=4",
+            "blocks_per_plane=12",
+            "zone_dies=4",
+            "zones=8",
+            "zone_size=256KiB",
+            "max_open=4",
+            "max_active=5",
+            "write_buffer=256KiB",
+        ]
+        .iter()
+        .chain(sets)
+        .map(|s| s.to_string())
+        .collect();
+        let p = Profile::load("znsplus-mlc", &Profile::parse_overrides(&items).unwrap()).unwrap();
+        ZonedDevice::new(p, PayloadMode::Full).unwrap()
+    }
+
+    /// Writes fingerprints `fp0..` to the whole of `zone`; returns when the last write completes.
+    fn fill(d: &mut ZonedDevice, zone: u64, fp0: u64, mut t: Nanos) -> Nanos {
+        let zs = d.zones().geometry().zone_size;
+        for k in 0..d.zones().geometry().zone_capacity {
+            let c = d.write(
+                t,
+                t,
+                Lba(zone * zs + k),
+                WriteData::Fingerprints(&[fp0 + k]),
+                false,
+            );
+            assert!(c.status.is_ok(), "{:?}", c.status);
+            t = c.done;
+        }
+        t
+    }
+
+    fn fp_of(d: &mut ZonedDevice, t: Nanos, lba: u64) -> u64 {
+        let mut out = ReadData::default();
+        assert!(d.read(t, t, Lba(lba), 1, Some(&mut out)).status.is_ok());
+        crate::payload::fingerprint(&out.bytes)
+    }
+
+    fn fp(v: u64) -> u64 {
+        let mut b = Vec::new();
+        crate::payload::block_from_fingerprint(v, 4096, &mut b);
+        crate::payload::fingerprint(&b)
+    }
+
+    fn lbas(r: std::ops::Range<u64>) -> Vec<Lba> {
+        r.map(Lba).collect()
+    }
+
+    const LATER: Nanos = Nanos(50_000_000);
+
+    #[test]
+    fn copyback_only_for_a_whole_chunk_on_the_same_chip() {
+        let mut d = small(&[]);
+        fill(&mut d, 0, 1000, Nanos(0));
+        let t = LATER;
+        // Chunk 0 -> chunk 0 of zone 1 and chunk 1 -> chunk 1: whole and same chip.
+        let c = d.zone_compaction(t, t, &lbas(0..8), &lbas(64..72));
+        assert!(c.status.is_ok(), "{:?}", c.status);
+        assert_eq!(d.znsplus_counters().copybacks, 2);
+        assert_eq!(d.flash_counters().copybacks, 2);
+        assert_eq!(d.znsplus_counters().readprogram_copies, 0);
+        // Chunk 3 -> chunk 2: another chip, read + program.
+        let c = d.zone_compaction(t, t, &lbas(12..16), &lbas(72..76));
+        assert!(c.status.is_ok());
+        assert_eq!(d.znsplus_counters().copybacks, 2);
+        assert_eq!(d.znsplus_counters().readprogram_copies, 1);
+        // Half of chunk 4 and half of chunk 6 -> chunk 3 (same chip as chunk 3? no whole chunk).
+        let src = [lbas(16..18), lbas(24..26)].concat();
+        let c = d.zone_compaction(t, t, &src, &lbas(76..80));
+        assert!(c.status.is_ok());
+        assert_eq!(d.znsplus_counters().copybacks, 2);
+        assert_eq!(d.znsplus_counters().readprogram_copies, 2);
+        let t = c.done;
+        let want: Vec<u64> = (0..8)
+            .chain(12..18)
+            .chain(24..26)
+            .map(|k| fp(1000 + k))
+            .collect();
+        let got: Vec<u64> = (64..80).map(|l| fp_of(&mut d, t, l)).collect();
+        assert_eq!(got, want);
+        assert_eq!(d.zone(ZoneId(1)).wp, Lba(80));
+        d.validate_loaded().unwrap();
+    }
+
+    #[test]
+    fn consecutive_copybacks_are_limited() {
+        let mut d = small(&["copyback_limit=1"]);
+        fill(&mut d, 0, 0, Nanos(0));
+        let t = LATER;
+        let c1 = d.zone_compaction(t, t, &lbas(0..4), &lbas(64..68));
+        assert_eq!(d.znsplus_counters().copybacks, 1);
+        // Copied once by copyback: the next copy of the same data goes through the controller.
+        let t = c1.done;
+        let c2 = d.zone_compaction(t, t, &lbas(64..68), &lbas(128..132));
+        assert!(c2.status.is_ok());
+        assert_eq!(d.znsplus_counters().copybacks, 1);
+        assert_eq!(d.znsplus_counters().copyback_limit_hits, 1);
+        assert_eq!(d.znsplus_counters().readprogram_copies, 1);
+        // ECC-checked and programmed afresh: copyback is allowed again.
+        let t = c2.done;
+        let c3 = d.zone_compaction(t, t, &lbas(128..132), &lbas(192..196));
+        assert!(c3.status.is_ok());
+        assert_eq!(d.znsplus_counters().copybacks, 2);
+        assert_eq!(fp_of(&mut d, c3.done, 194), fp(2));
+    }
+
+    #[test]
+    fn unrelated_zones_are_not_held_behind_a_compaction() {
+        // Two chip groups: even zones on dies 0-1, odd zones on dies 2-3.
+        let run = |compact: bool| -> (Nanos, Nanos, Nanos) {
+            let mut d = small(&["zone_dies=2"]);
+            let t = fill(&mut d, 0, 0, Nanos(0));
+            let t = fill(&mut d, 1, 500, t);
+            let t = t + LATER;
+            let cc = if compact {
+                let c = d.zone_compaction(t, t, &lbas(0..30), &lbas(128..158));
+                assert!(c.status.is_ok());
+                c.done
+            } else {
+                t
+            };
+            // Once the command is handed to the flash (its firmware and transfer done), I/O to
+            // other chips proceeds as if it were not there.
+            let t2 = t + Nanos::from_us(20);
+            let r = d.read(t2, t2, Lba(64 + 9), 1, None);
+            let w = d.write(t2, t2, Lba(192 + 64), WriteData::Fingerprints(&[1]), false);
+            (r.done - t2, w.done - t2, cc - t)
+        };
+        let (r0, w0, _) = run(false);
+        let (r1, w1, cc) = run(true);
+        assert!(cc > r1.times(10), "the compaction is long: {cc} vs {r1}");
+        assert_eq!(r1, r0, "a read of another chip group waits for nothing");
+        assert_eq!(w1, w0, "a write to an unrelated zone completes as before");
+    }
+
+    #[test]
+    fn destination_reads_wait_only_until_the_write_pointer_passes() {
+        let mut d = small(&[]);
+        let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
+        // Read + program copies (chunk k -> chunk k + 1: another chip).
+        let c = d.zone_compaction(t, t, &lbas(0..56), &lbas(68..124));
+        assert!(c.status.is_ok());
+        let first = d.read(t, t, Lba(68), 1, None).done;
+        let last = d.read(t, t, Lba(123), 1, None).done;
+        assert!(first < last, "{first} {last}");
+        assert!(first < c.done && last <= c.done + Nanos::from_us(100));
+    }
+
+    fn bitmap(cap: u64, valid: &[std::ops::Range<u64>]) -> Vec<bool> {
+        (0..cap)
+            .map(|k| valid.iter().any(|r| r.contains(&k)))
+            .collect()
+    }
+
+    #[test]
+    fn lba_ordered_plugging_moves_the_write_pointer_past_valid_blocks() {
+        let mut d = small(&["plugging=lba"]);
+        let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
+        let valid = bitmap(64, &[0..4, 8..10]);
+        let c = d.tl_open(
+            t,
+            t,
+            &[TlOpenZone {
+                zslba: Lba(0),
+                valid,
+            }],
+        );
+        assert!(c.status.is_ok(), "{:?}", c.status);
+        assert!(d.is_tl_open(ZoneId(0)));
+        assert_eq!(d.zone(ZoneId(0)).state, ZoneState::ExplicitlyOpened);
+        // Chunk 0 is valid: plugged at once, the write pointer waits at block 4.
+        assert_eq!(d.zone(ZoneId(0)).wp, Lba(4));
+        assert_eq!(d.znsplus_counters().plugged_blocks_on_demand, 4);
+        let w = d.write(
+            c.done,
+            c.done,
+            Lba(4),
+            WriteData::Fingerprints(&[1, 2, 3, 4]),
+            false,
+        );
+        assert!(w.status.is_ok());
+        assert_eq!(d.zone(ZoneId(0)).wp, Lba(10));
+        assert_eq!(d.znsplus_counters().plugged_blocks_on_demand, 6);
+        // Writes to valid blocks or behind the write pointer are refused.
+        let bad = d.write(w.done, w.done, Lba(2), WriteData::Fingerprints(&[9]), false);
+        assert_eq!(bad.status, Err(NvmeStatus::ZoneInvalidWrite));
+        assert_eq!(fp_of(&mut d, w.done, 9), fp(9));
+        assert_eq!(fp_of(&mut d, w.done, 5), fp(2));
+        assert_eq!(
+            fp_of(&mut d, w.done, 30),
+            fp(30),
+            "old data ahead of the write pointer"
+        );
+    }
+
+    #[test]
+    fn ppa_ordered_plugging_runs_in_idle_time_and_on_demand() {
+        let mut d = small(&[]);
+        let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
+        // Chunks 1 and 2 fully valid, block 17 valid alone.
+        let valid = bitmap(64, &[4..12, 17..18]);
+        let c = d.tl_open(
+            t,
+            t,
+            &[TlOpenZone {
+                zslba: Lba(0),
+                valid,
+            }],
+        );
+        assert!(c.status.is_ok());
+        assert_eq!(
+            d.zone(ZoneId(0)).wp,
+            Lba(0),
+            "nothing is plugged at the write pointer"
+        );
+        // The chips idle for a while: chunks 1 and 2 are plugged ahead (page 0 of their blocks).
+        let t = c.done + LATER;
+        let cb_before = d.flash_counters().copybacks;
+        let w = d.write(t, t, Lba(0), WriteData::Fingerprints(&[1, 2, 3, 4]), false);
+        assert!(w.status.is_ok());
+        assert_eq!(d.znsplus_counters().plugged_blocks_background, 8);
+        assert_eq!(d.flash_counters().copybacks, cb_before + 2);
+        // Passing them costs nothing more.
+        let programs = d.flash_counters().programs;
+        let w = d.write(
+            w.done,
+            w.done,
+            Lba(12),
+            WriteData::Fingerprints(&[5; 5]),
+            false,
+        );
+        assert!(w.status.is_ok());
+        assert_eq!(d.znsplus_counters().plugged_blocks_on_demand, 0);
+        assert_eq!(d.flash_counters().programs, programs + 1, "chunk 3 only");
+        // Block 17 is in a partly valid chunk: plugged on demand when a write passes it.
+        let w = d.write(
+            w.done,
+            w.done,
+            Lba(18),
+            WriteData::Fingerprints(&[6, 7]),
+            false,
+        );
+        assert!(w.status.is_ok());
+        assert_eq!(d.znsplus_counters().plugged_blocks_on_demand, 1);
+        assert_eq!(fp_of(&mut d, w.done, 17), fp(17));
+        assert_eq!(fp_of(&mut d, w.done, 8), fp(8));
+        assert_eq!(fp_of(&mut d, w.done, 16), fp(5));
+    }
+
+    #[test]
+    fn without_idle_time_plugging_happens_on_demand() {
+        let mut d = small(&[]);
+        let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
+        let valid = bitmap(64, &[4..8, 8..12]);
+        let c = d.tl_open(
+            t,
+            t,
+            &[TlOpenZone {
+                zslba: Lba(0),
+                valid,
+            }],
+        );
+        // Writes follow at once, before the device had a moment with an idle chip.
+        let w = d.write(t, c.done, Lba(0), WriteData::Fingerprints(&[1; 4]), false);
+        let w = d.write(t, w.done, Lba(12), WriteData::Fingerprints(&[2; 4]), false);
+        assert!(w.status.is_ok());
+        assert_eq!(d.znsplus_counters().plugged_blocks_background, 0);
+        assert_eq!(d.znsplus_counters().plugged_blocks_on_demand, 8);
+        assert_eq!(
+            d.znsplus_counters().copybacks,
+            2,
+            "whole valid chunks by copyback"
+        );
+    }
+
+    #[test]
+    fn the_log_fbg_replaces_the_original_on_close() {
+        let mut d = small(&[]);
+        let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
+        let orig = d.mapper().fbg_of(0).unwrap();
+        let free = d.mapper().free_fbgs(0);
+        let valid = bitmap(64, &[0..30, 40..64]);
+        let c = d.tl_open(
+            t,
+            t,
+            &[TlOpenZone {
+                zslba: Lba(0),
+                valid,
+            }],
+        );
+        let log = d.mapper().fbg_of(0).unwrap();
+        assert_ne!(log, orig);
+        assert_eq!(d.mapper().free_fbgs(0), free - 1);
+        d.validate_loaded().unwrap();
+        let w = d.write(
+            c.done,
+            c.done,
+            Lba(30),
+            WriteData::Fingerprints(&[7; 10]),
+            false,
+        );
+        assert!(w.status.is_ok());
+        let cl = d.zone_mgmt(w.done, w.done, ZoneAction::Close, Lba(0), false);
+        assert!(cl.status.is_ok());
+        assert!(!d.is_tl_open(ZoneId(0)));
+        assert_eq!(d.zone(ZoneId(0)).state, ZoneState::Full);
+        assert_eq!(d.mapper().fbg_of(0), Some(log));
+        assert_eq!(
+            d.mapper().free_fbgs(0),
+            free,
+            "the original FBG is free again"
+        );
+        let t = cl.done;
+        assert_eq!(fp_of(&mut d, t, 3), fp(3));
+        assert_eq!(fp_of(&mut d, t, 35), fp(7));
+        assert_eq!(fp_of(&mut d, t, 63), fp(63));
+        d.validate_loaded().unwrap();
+        // The zone resets and is reused as usual.
+        let r = d.zone_mgmt(t, t, ZoneAction::Reset, Lba(0), false);
+        assert!(r.status.is_ok());
+        assert_eq!(d.mapper().free_fbgs(0), free + 1);
+    }
+
+    #[test]
+    fn identify_mapping_fields_match_the_mapper() {
+        for sets in [&["zone_dies=2"][..], &[][..]] {
+            let mut d = small(sets);
+            let (c, m) = d.identify_mapping(Nanos(0), Nanos(0));
+            assert!(c.status.is_ok());
+            let (fcg, chip) = (m.fcg_id.unwrap(), m.chip_id.unwrap());
+            for lba in (0..8 * 64).step_by(3) {
+                let zone = (lba / 64) as u32;
+                let chunk = lba % 64 / 4;
+                let want = d.mapper().chip_fields(zone, chunk);
+                assert_eq!(m.chip_of(Lba(lba)), want);
+                assert_eq!((fcg.of(lba) as u32, chip.of(lba) as u32), want);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_commands_change_nothing() {
+        let mut d = small(&[]);
+        let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
+        let before = d.clone();
+        let cases: Vec<(Vec<Lba>, Vec<Lba>, NvmeStatus)> = vec![
+            (lbas(0..2), lbas(64..65), NvmeStatus::InvalidFieldInCommand),
+            (lbas(0..1), vec![Lba(1 << 20)], NvmeStatus::LbaOutOfRange),
+            (
+                lbas(64..65),
+                lbas(128..129),
+                NvmeStatus::InvalidFieldInCommand,
+            ),
+            (
+                lbas(0..2),
+                vec![Lba(65), Lba(64)],
+                NvmeStatus::ZoneInvalidWrite,
+            ),
+            (lbas(0..1), lbas(10..11), NvmeStatus::ZoneIsFull),
+        ];
+        for (s, dst, want) in cases {
+            assert_eq!(d.zone_compaction(t, t, &s, &dst).status, Err(want));
+        }
+        let bad = [TlOpenZone {
+            zslba: Lba(64),
+            valid: vec![false; 64],
+        }];
+        assert_eq!(
+            d.tl_open(t, t, &bad).status,
+            Err(NvmeStatus::InvalidZoneStateTransition)
+        );
+        let bad = [TlOpenZone {
+            zslba: Lba(0),
+            valid: vec![false; 3],
+        }];
+        assert_eq!(
+            d.tl_open(t, t, &bad).status,
+            Err(NvmeStatus::InvalidFieldInCommand)
+        );
+        assert_eq!(d.zones().zones(), before.zones().zones());
+        assert_eq!(d.znsplus_counters(), before.znsplus_counters());
+        assert_eq!(d.flash_counters(), before.flash_counters());
+    }
+
+    #[test]
+    fn the_host_stack_submits_compactions_and_tl_opens() {
+        use crate::{HostStack, IoCmd, IoEngine, IoScheduler, Namespace};
+        use zonelab_sim::Sim;
+        let sim = Sim::new();
+        let mut d = small(&[]);
+        fill(&mut d, 0, 0, Nanos(0));
+        let dev = Namespace::from(d).shared();
+        let stack =
+            HostStack::new(sim.clone(), dev.clone(), IoEngine::Spdk, IoScheduler::None).unwrap();
+        let st = stack.clone();
+        let (a, b) = sim
+            .block_on(async move {
+                let a = st
+                    .submit(IoCmd::ZoneCompaction {
+                        src: lbas(0..8),
+                        dst: lbas(64..72),
+                    })
+                    .await;
+                let b = st
+                    .submit(IoCmd::TlOpen {
+                        zones: vec![TlOpenZone {
+                            zslba: Lba(0),
+                            valid: vec![false; 64],
+                        }],
+                    })
+                    .await;
+                (a, b)
+            })
+            .unwrap();
+        assert!(a.status.is_ok() && b.status.is_ok());
+        assert!(a.completed > a.submitted);
+        let d = dev.borrow();
+        let z = d.zoned().unwrap();
+        assert_eq!(z.znsplus_counters().copybacks, 2);
+        assert!(z.is_tl_open(ZoneId(0)));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// After any sequence of host writes, compactions, TL_opens, threaded-logging writes,
+        /// closes and resets, every block reads back the data last written or copied to it
+        /// (full payload), the device stays consistent, and the flash order invariants hold.
+        #[test]
+        fn copies_and_threaded_logging_keep_every_block(
+            lba_plugging in any::<bool>(),
+            ops in proptest::collection::vec((0u8..6, 0u64..6, 0u64..64, 1u64..9), 1..60),
+        ) {
+            let mut d = small(if lba_plugging { &["plugging=lba"] } else { &[] });
+            let mut model: HashMap<u64, u64> = HashMap::new();
+            let mut valid: HashMap<u64, Vec<bool>> = HashMap::new();
+            let mut t = Nanos(0);
+            let mut stamp = 0u64;
+            for (op, zone, off, n) in ops {
+                let zs = zone * 64;
+                let z = d.zone(ZoneId(zone as u32)).clone();
+                let wp = z.wp.0 - zs;
+                let c = match op {
+                    0 | 1 => {
+                        // A write at (TL zones: at or after) the write pointer.
+                        let start = match valid.get(&zone).filter(|_| d.is_tl_open(ZoneId(zone as u32))) {
+                            Some(v) => (wp + off % 8..64).find(|&k| !v[k as usize]),
+                            None => Some(wp),
+                        };
+                        let Some(start) = start else { continue };
+                        let mut n = n.min(64 - start);
+                        if let Some(v) = valid.get(&zone).filter(|_| d.is_tl_open(ZoneId(zone as u32))) {
+                            n = (start..start + n).take_while(|&k| !v[k as usize]).count() as u64;
+                        }
+                        if n == 0 { continue }
+                        let fps: Vec<u64> = (0..n).map(|_| { stamp += 1; stamp }).collect();
+                        let c = d.write(t, t, Lba(zs + start), WriteData::Fingerprints(&fps), false);
+                        if c.status.is_ok() {
+                            for (k, f) in fps.iter().enumerate() { model.insert(zs + start + k as u64, fp(*f)); }
+                        }
+                        c
+                    }
+                    2 => {
+                        // Compact written blocks of another zone to this zone's write pointer.
+                        let from = (zone + 1 + off % 5) % 6;
+                        let written: Vec<u64> = (0..64).map(|k| from * 64 + k).filter(|l| model.contains_key(l)).collect();
+                        if written.is_empty() || d.is_tl_open(ZoneId(zone as u32)) { continue }
+                        let k = (n as usize * 3).min(written.len()).min((64 - wp.min(64)) as usize);
+                        let src: Vec<Lba> = written.iter().skip(off as usize % written.len()).take(k).map(|&l| Lba(l)).collect();
+                        if src.is_empty() { continue }
+                        // Every other destination skips a block (non-contiguous).
+                        let dst: Vec<Lba> = (0..src.len() as u64).map(|i| Lba(zs + wp + i + i / 2 * (n % 2))).collect();
+                        let c = d.zone_compaction(t, t, &src, &dst);
+                        if c.status.is_ok() {
+                            let vals: Vec<u64> = src.iter().map(|l| model[&l.0]).collect();
+                            let last = dst.last().unwrap().0;
+                            for l in zs + wp..=last { model.remove(&l); }
+                            for (l, v) in dst.iter().zip(vals) { model.insert(l.0, v); }
+                        }
+                        c
+                    }
+                    3 => {
+                        if z.state != ZoneState::Full { continue }
+                        let v: Vec<bool> = (0..64).map(|k| (k * 7 + off) % (n + 1) != 0).collect();
+                        let c = d.tl_open(t, t, &[TlOpenZone { zslba: Lba(zs), valid: v.clone() }]);
+                        if c.status.is_ok() { valid.insert(zone, v); }
+                        c
+                    }
+                    4 => d.zone_mgmt(t, t, if off % 2 == 0 { ZoneAction::Close } else { ZoneAction::Finish }, Lba(zs), false),
+                    _ => {
+                        let c = d.zone_mgmt(t, t, ZoneAction::Reset, Lba(zs), false);
+                        if c.status.is_ok() { model.retain(|&l, _| l / 64 != zone); }
+                        c
+                    }
+                };
+                prop_assert!(c.done >= t);
+                t = c.done + Nanos(off * n * 20_000);
+                let inv = d.zones().check_invariants();
+                prop_assert!(inv.is_ok(), "{:?}", inv);
+            }
+            let v = d.validate_loaded();
+            prop_assert!(v.is_ok(), "{:?}", v);
+            for (&lba, &want) in &model {
+                prop_assert_eq!(fp_of(&mut d, t, lba), want, "lba {}", lba);
+            }
+        }
+    }
+}
