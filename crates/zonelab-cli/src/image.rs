@@ -83,18 +83,6 @@ pub enum AnyImage {
     Conventional(ConventionalImage),
 }
 
-#[derive(Serialize)]
-struct ConventionalBodyRef<'a> {
-    clock: Nanos,
-    device: &'a ConventionalDevice,
-}
-
-#[derive(Deserialize)]
-struct ConventionalBody {
-    clock: Nanos,
-    device: ConventionalDevice,
-}
-
 /// A device and its virtual clock: when the next command arrives.
 #[derive(Clone, Debug)]
 pub struct Image {
@@ -102,16 +90,12 @@ pub struct Image {
     pub device: ZonedDevice,
 }
 
-#[derive(Serialize)]
-struct BodyRef<'a> {
+/// An image body: the virtual clock, then the device (zoned or conventional), written from a
+/// reference and read as a value.
+#[derive(Serialize, Deserialize)]
+struct Body<D> {
     clock: Nanos,
-    device: &'a ZonedDevice,
-}
-
-#[derive(Deserialize)]
-struct Body {
-    clock: Nanos,
-    device: ZonedDevice,
+    device: D,
 }
 
 /// Why bytes are not a usable device image.
@@ -203,7 +187,7 @@ impl std::error::Error for ImageError {}
 
 /// The complete file contents for `clock` and `device`.
 pub fn encode(clock: Nanos, device: &ZonedDevice) -> Result<Vec<u8>, ImageError> {
-    let body = postcard::to_stdvec(&BodyRef { clock, device })
+    let body = postcard::to_stdvec(&Body { clock, device })
         .map_err(|e| ImageError::Encode(e.to_string()))?;
     Ok(with_header(body, 0))
 }
@@ -213,7 +197,7 @@ pub fn encode_conventional(
     clock: Nanos,
     device: &ConventionalDevice,
 ) -> Result<Vec<u8>, ImageError> {
-    let body = postcard::to_stdvec(&ConventionalBodyRef { clock, device })
+    let body = postcard::to_stdvec(&Body { clock, device })
         .map_err(|e| ImageError::Encode(e.to_string()))?;
     Ok(with_header(body, FLAG_CONVENTIONAL))
 }
@@ -307,18 +291,25 @@ pub fn decode_any(bytes: &[u8]) -> Result<AnyImage, ImageError> {
 }
 
 fn decode_conventional_body(body: &[u8]) -> Result<ConventionalImage, ImageError> {
-    let (b, rest): (ConventionalBody, &[u8]) =
-        postcard::take_from_bytes(body).map_err(|e| decode_error(body, e))?;
-    if !rest.is_empty() {
-        return Err(ImageError::TrailingBytes(rest.len() as u64));
-    }
-    b.device
-        .validate_loaded()
-        .map_err(ImageError::Inconsistent)?;
+    let b = decode_device(body, ConventionalDevice::validate_loaded)?;
     Ok(ConventionalImage {
         clock: b.clock,
         device: b.device,
     })
+}
+
+/// Decodes a body whose checksum already matched and validates its device with `validate`.
+fn decode_device<D: serde::de::DeserializeOwned>(
+    body: &[u8],
+    validate: fn(&D) -> Result<(), String>,
+) -> Result<Body<D>, ImageError> {
+    let (b, rest): (Body<D>, &[u8]) =
+        postcard::take_from_bytes(body).map_err(|e| decode_error(body, e))?;
+    if !rest.is_empty() {
+        return Err(ImageError::TrailingBytes(rest.len() as u64));
+    }
+    validate(&b.device).map_err(ImageError::Inconsistent)?;
+    Ok(b)
 }
 
 /// A format 1 or 2 body with its profile rewritten as format 3 stores it: the body starts with
@@ -380,14 +371,7 @@ fn decode_v1_body(body: &[u8]) -> Result<Image, ImageError> {
 
 /// Decodes and validates a body whose checksum already matched.
 fn decode_body(body: &[u8]) -> Result<Image, ImageError> {
-    let (b, rest): (Body, &[u8]) =
-        postcard::take_from_bytes(body).map_err(|e| decode_error(body, e))?;
-    if !rest.is_empty() {
-        return Err(ImageError::TrailingBytes(rest.len() as u64));
-    }
-    b.device
-        .validate_loaded()
-        .map_err(ImageError::Inconsistent)?;
+    let b = decode_device(body, ZonedDevice::validate_loaded)?;
     Ok(Image {
         clock: b.clock,
         device: b.device,
