@@ -296,9 +296,11 @@ fn counters(stats: &FsStats, ns: &Namespace, companion: Option<&Namespace>) -> V
             "foreground_cleanings": stats.foreground_cleanings,
             "background_cleanings": stats.background_cleanings,
             "blocks_moved": stats.blocks_moved,
+            "blocks_copied_in_device": stats.blocks_copied_in_device,
         },
         "device": ns.counters(),
         "flash": ns.flash_counters(),
+        "znsplus": ns.zoned().map(|d| d.znsplus_counters()).unwrap_or_default(),
     });
     if let Some(c) = companion {
         v["companion"] = json!({
@@ -403,7 +405,15 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
     };
     let (profile, added) = device_profile(&exp.device, fmt, payload == PayloadMode::Fingerprint)?;
     let companion_profile = companion_profile(&exp.device)?;
-    let policy_box = policy::by_name(&exp.fs.policy).map_err(|e| anyhow!(e))?;
+    let policy_options: BTreeMap<String, String> = exp
+        .fs
+        .options
+        .iter()
+        .map(|(k, v)| (k.clone(), value_text(v)))
+        .collect();
+    let policy_box = policy::build(&exp.fs.policy, &policy_options)
+        .map_err(|e| anyhow!("fs.policy = '{}': {e}", exp.fs.policy))?;
+    let policy_migration = policy_box.migration();
     let preset = match exp.workload.preset.as_deref() {
         None | Some("filebench") => Preset::Filebench,
         Some("seed000") => Preset::Seed000,
@@ -610,12 +620,18 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
     let cpage = companion_profile
         .as_ref()
         .map_or(0, |p| p.geometry.page_size.0);
+    // Pages copied back are programmed too.
     let flash_waf = ratio(
-        n("flash", "programs") * page + cn("flash", "programs") * cpage,
+        (n("flash", "programs") + n("flash", "copybacks")) * page
+            + (cn("flash", "programs") + cn("flash", "copybacks")) * cpage,
         (n("device", "written_lbas") + cn("device", "written_lbas")) * 4096,
     );
     let total_waf = host_waf.zip(flash_waf).map(|(h, f)| h * f);
     let show = |x: Option<f64>| x.map_or("n/a".to_string(), |x| format!("{x:.2}"));
+    let izc = matches!(
+        policy_migration,
+        zonelab_lfs::policy::Migration::InStorage(_)
+    );
     let c = &compactions[first_compaction.min(compactions.len())..];
     let (init, read, write, cp) = (
         mean(c.iter().map(|x| x.init.0)),
@@ -654,7 +670,9 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
             "user_write": n("traffic", "user_write"), "user_read": n("traffic", "user_read"),
             "node": n("traffic", "node"), "meta": n("traffic", "meta"),
             "checkpoint": n("traffic", "checkpoint"), "gc_host_read": n("traffic", "gc_host_read"),
-            "gc_host_write": n("traffic", "gc_host_write"), "device_copy": 0, "plugging": 0,
+            "gc_host_write": n("traffic", "gc_host_write"),
+            "device_copy": n("traffic", "gc_device_copy"),
+            "plugging": (n("znsplus", "plugged_blocks_background") + n("znsplus", "plugged_blocks_on_demand")) * 4096,
         },
         "waf": { "host": host_waf, "flash": flash_waf, "total": total_waf },
         "gc": {
@@ -663,14 +681,24 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
             "foreground": n("fs", "foreground_cleanings"),
             "background": n("fs", "background_cleanings"),
             "blocks_moved": n("fs", "blocks_moved"),
-            "by_method": { "host_copy": n("fs", "zones_cleaned"), "izc": 0, "zone_md": 0, "threaded_logging": 0 },
+            "by_method": {
+                "host_copy": if izc { 0 } else { n("fs", "zones_cleaned") },
+                "izc": if izc { n("fs", "zones_cleaned") } else { 0 },
+                "zone_md": 0, "threaded_logging": 0,
+            },
+            "blocks_copied_in_device": n("fs", "blocks_copied_in_device"),
             "compaction_ns": { "init": init, "read": read, "write": write, "checkpoint": cp,
                                "mean_total": init + read + write + cp },
         },
         "device": {
             "flash_reads": n("flash", "reads"), "flash_programs": n("flash", "programs"),
             "erases": n("flash", "erases"), "copybacks": n("flash", "copybacks"),
-            "readprogram_copies": 0, "plugged_blocks_background": 0, "plugged_blocks_on_demand": 0,
+            "readprogram_copies": n("znsplus", "readprogram_copies"),
+            "copyback_limit_hits": n("znsplus", "copyback_limit_hits"),
+            "zone_compactions": n("znsplus", "compactions"),
+            "tl_opens": n("znsplus", "tl_opens"),
+            "plugged_blocks_background": n("znsplus", "plugged_blocks_background"),
+            "plugged_blocks_on_demand": n("znsplus", "plugged_blocks_on_demand"),
             "zone_resets": n("device", "zone_resets"), "zone_finishes": n("device", "zone_finishes"),
             "padded_pages": n("device", "padded_pages"),
             "chip_utilization_mean": chip_utilization_mean,

@@ -124,6 +124,24 @@ fn bad_experiments_are_explained() {
     ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("sizes the fileset twice"));
+    let o = zonelab(&[
+        "run",
+        exp.to_str().unwrap(),
+        "--set",
+        "fs.policy=izc",
+        "--set",
+        "fs.options.cached_pages=maybe",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("use host (IZC-H) or device (IZC-D)"));
+    let o = zonelab(&[
+        "run",
+        exp.to_str().unwrap(),
+        "--set",
+        "fs.options.allocation=cab",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("takes no option"));
     let o = zonelab(&["run", "/nonexistent.toml"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read experiment"));
@@ -200,4 +218,53 @@ fn a_run_with_the_metadata_on_a_companion_device_is_verified_and_clean() {
         assert!(err.contains(want), "{sets:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+/// IZC (seed 000 §3.2.1): cleaning at 90% is done by the device's zone_compaction, mostly by
+/// copyback with copyback-aware allocation; the run is verified and fsck-clean.
+#[test]
+fn an_izc_run_compacts_zones_inside_the_device() {
+    let exp = experiment();
+    let out = temp("izc.json");
+    let o = zonelab(&[
+        "run",
+        exp.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--set",
+        "device.set.zones=24",
+        "--set",
+        "fs.utilization=0.9",
+        "--set",
+        "workload.threads=8",
+        "--set",
+        "run.duration=\"1s\"",
+        "--set",
+        "fs.policy=izc",
+    ]);
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["fsck"]["clean"], true);
+    assert_eq!(v["verify"]["mismatches"], 0);
+    let gc = &v["gc"];
+    let izc = gc["by_method"]["izc"].as_u64().unwrap();
+    assert!(izc > 0, "{gc}");
+    assert_eq!(gc["by_method"]["host_copy"], 0);
+    let d = &v["device"];
+    let (cb, rp) = (
+        d["copybacks"].as_u64().unwrap(),
+        d["readprogram_copies"].as_u64().unwrap(),
+    );
+    assert!(d["zone_compactions"].as_u64().unwrap() > 0, "{d}");
+    assert!(
+        cb > rp,
+        "copyback-aware allocation: {cb} copybacks, {rp} read+program"
+    );
+    assert!(v["traffic_bytes"]["device_copy"].as_u64().unwrap() > 0);
+    std::fs::remove_file(&out).ok();
 }

@@ -262,9 +262,16 @@ pub struct HostStackCounters {
 
 struct Queued {
     slba: Lba,
-    data: OwnedData,
+    op: QueuedOp,
     issued: Nanos,
     reply: OneshotSender<IoDone>,
+}
+
+/// A command held in a zone's queue: a write, or a zone_compaction into the zone (a copy is a
+/// write of its destinations, so the zone write lock orders it with the zone's writes).
+enum QueuedOp {
+    Write(OwnedData),
+    Compaction { src: Vec<Lba>, dst: Vec<Lba> },
 }
 
 #[derive(Default)]
@@ -383,6 +390,9 @@ impl<D: StackDevice + 'static> HostStack<D> {
         match &cmd {
             IoCmd::ZoneMgmt { .. } => return Err(cmd),
             IoCmd::Write { .. } if self.zone_locking => return Err(cmd),
+            IoCmd::ZoneCompaction { dst, .. } if self.zone_locking && !dst.is_empty() => {
+                return Err(cmd);
+            }
             _ => {}
         }
         let issued = self.sim.now();
@@ -429,7 +439,15 @@ impl<D: StackDevice + 'static> HostStack<D> {
         let issued = self.sim.now();
         let cmd = match cmd {
             IoCmd::Write { slba, data } if self.zone_locking => {
-                return self.write_through_scheduler(issued, slba, data).await;
+                return self
+                    .write_through_scheduler(issued, slba, QueuedOp::Write(data))
+                    .await;
+            }
+            IoCmd::ZoneCompaction { src, dst } if self.zone_locking => {
+                let slba = dst[0];
+                return self
+                    .write_through_scheduler(issued, slba, QueuedOp::Compaction { src, dst })
+                    .await;
             }
             cmd => cmd,
         };
@@ -472,7 +490,7 @@ impl<D: StackDevice + 'static> HostStack<D> {
         self: &Rc<Self>,
         issued: Nanos,
         slba: Lba,
-        data: OwnedData,
+        op: QueuedOp,
     ) -> IoDone {
         let zone = (slba.0 / self.zone_size) as u32;
         let (tx, rx) = oneshot();
@@ -481,7 +499,7 @@ impl<D: StackDevice + 'static> HostStack<D> {
             let q = zones.entry(zone).or_default();
             q.pending.push_back(Queued {
                 slba,
-                data,
+                op,
                 issued,
                 reply: tx,
             });
@@ -510,23 +528,38 @@ impl<D: StackDevice + 'static> HostStack<D> {
                     q.busy = false;
                     return;
                 }
-                let mut batch = vec![q.pending.pop_front().expect("non-empty")];
-                let mut data = batch[0].data.clone();
-                let mut end = batch[0].slba.0 + data.blocks(self.lba_size);
-                while let Some(next) = q.pending.front() {
-                    let n = next.data.blocks(self.lba_size);
-                    if next.slba.0 != end || data.blocks(self.lba_size) + n > self.max_merge_lbas {
-                        break;
+                let first = q.pending.pop_front().expect("non-empty");
+                let mut op = match &first.op {
+                    QueuedOp::Write(d) => QueuedOp::Write(d.clone()),
+                    QueuedOp::Compaction { src, dst } => QueuedOp::Compaction {
+                        src: src.clone(),
+                        dst: dst.clone(),
+                    },
+                };
+                let mut batch = vec![first];
+                // Consecutive writes merge; a compaction goes alone.
+                if let QueuedOp::Write(data) = &mut op {
+                    let mut end = batch[0].slba.0 + data.blocks(self.lba_size);
+                    while let Some(Queued {
+                        op: QueuedOp::Write(next),
+                        slba,
+                        ..
+                    }) = q.pending.front()
+                    {
+                        let n = next.blocks(self.lba_size);
+                        if slba.0 != end || data.blocks(self.lba_size) + n > self.max_merge_lbas {
+                            break;
+                        }
+                        if !data.try_extend(next) {
+                            break;
+                        }
+                        end += n;
+                        batch.push(q.pending.pop_front().expect("peeked"));
                     }
-                    if !data.try_extend(&next.data) {
-                        break;
-                    }
-                    end += n;
-                    batch.push(q.pending.pop_front().expect("peeked"));
                 }
-                (batch, data)
+                (batch, op)
             };
-            let (requests, data) = batch;
+            let (requests, op) = batch;
             let now = self.sim.now();
             let earliest = requests
                 .iter()
@@ -534,10 +567,15 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 .max()
                 .expect("batch not empty");
             let at = earliest.max(now) + self.dispatch_cost;
-            let completion =
-                self.device
-                    .borrow_mut()
-                    .write(now, at, requests[0].slba, data.as_ref(), false);
+            let completion = {
+                let mut dev = self.device.borrow_mut();
+                match &op {
+                    QueuedOp::Write(data) => {
+                        dev.write(now, at, requests[0].slba, data.as_ref(), false)
+                    }
+                    QueuedOp::Compaction { src, dst } => dev.zone_compaction(now, at, src, dst),
+                }
+            };
             self.count(|c| {
                 c.dispatched += 1;
                 c.merged += requests.len() as u64 - 1;

@@ -216,16 +216,7 @@ impl ZonedDevice {
     pub fn identify_mapping(&mut self, now: Nanos, at: Nanos) -> (Completion, ChunkMapping) {
         let c = self.profile.controller;
         let at = at + c.sq_fetch.0;
-        let lpc = self.lbas_per_chunk.get();
-        let zone_size = self.zones.geometry().zone_size;
-        let m = ChunkMapping {
-            lbas_per_chunk: lpc,
-            zone_size,
-            fcgs: self.map.fcgs(),
-            chips: self.map.width(),
-            fcg_id: field(zone_size, self.map.fcgs() as u64),
-            chip_id: field(lpc, self.map.width() as u64),
-        };
+        let m = self.chunk_mapping();
         let t = self.firmware.run(now, at, c.read_cost.0);
         let t = self.pcie.to_host(now, t, 64);
         (
@@ -235,6 +226,21 @@ impl ZonedDevice {
             },
             m,
         )
+    }
+
+    /// The chunk mapping identify_mapping reports (the paper's host asks once, at mount:
+    /// "no additional inquiry is required at run time", §3.3.1).
+    pub fn chunk_mapping(&self) -> ChunkMapping {
+        let lpc = self.lbas_per_chunk.get();
+        let zone_size = self.zones.geometry().zone_size;
+        ChunkMapping {
+            lbas_per_chunk: lpc,
+            zone_size,
+            fcgs: self.map.fcgs(),
+            chips: self.map.width(),
+            fcg_id: field(zone_size, self.map.fcgs() as u64),
+            chip_id: field(lpc, self.map.width() as u64),
+        }
     }
 
     /// Where block `off` of sequential `zone` is now.

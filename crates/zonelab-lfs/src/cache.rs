@@ -455,6 +455,10 @@ impl Cache {
         self.mark_node_dirty(nid);
     }
 
+    pub fn is_dirty_node(&self, nid: Nid) -> bool {
+        self.dirty_nodes.contains(&nid)
+    }
+
     pub fn dirty_nodes(&self) -> impl Iterator<Item = Nid> + '_ {
         self.dirty_nodes.iter().copied()
     }

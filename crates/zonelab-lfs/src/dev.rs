@@ -13,7 +13,9 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use zonelab_device::{HostStack, IoCmd, IoDone, Lba, OwnedData, ReadData, ZoneAction};
+use zonelab_device::{
+    ChunkMapping, HostStack, IoCmd, IoDone, Lba, OwnedData, ReadData, ZoneAction,
+};
 use zonelab_sim::sync::{Notify, Semaphore, SemaphorePermit};
 use zonelab_sim::{JoinHandle, Sim};
 
@@ -124,6 +126,10 @@ impl ActiveZones {
     }
 }
 
+/// One zone_compaction into one zone: sources, destinations, and its place among the zone's
+/// writes when the device limits active zones.
+type CompactionCmd = (Vec<Lba>, Vec<Lba>, Option<(Gate, Rc<ActiveZones>)>);
+
 /// Why blocks move; result JSON reports bytes per class (DESIGN.md result schema).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Traffic {
@@ -134,6 +140,8 @@ pub enum Traffic {
     Checkpoint,
     GcRead,
     GcWrite,
+    /// Blocks the device copied for cleaning (zone_compaction): no host transfer.
+    GcDeviceCopy,
 }
 
 /// Bytes moved per class.
@@ -146,6 +154,8 @@ pub struct TrafficBytes {
     pub checkpoint: u64,
     pub gc_host_read: u64,
     pub gc_host_write: u64,
+    /// Bytes copied inside the device by zone_compaction (seed 000 IZC).
+    pub gc_device_copy: u64,
 }
 
 /// The devices a file system lives on: the zoned device and, optionally, a companion
@@ -202,6 +212,9 @@ pub struct Dev {
     traffic: Cell<TrafficBytes>,
     /// `None` when the zoned device sets no active-zone limit.
     active: Option<Rc<ActiveZones>>,
+    /// The zoned device's chunk mapping (identify_mapping, asked once at mount as seed 000
+    /// §3.3.1 does).
+    mapping: ChunkMapping,
 }
 
 fn status(d: &IoDone, what: &str) -> FsResult<()> {
@@ -215,6 +228,14 @@ impl Dev {
     /// is below the [`LOGS`] the file system keeps.
     pub fn new(sim: Sim, devices: Devices) -> FsResult<Dev> {
         let base = devices.companion_lbas();
+        let mapping = match devices.zoned.device().borrow().zoned() {
+            Some(d) => d.chunk_mapping(),
+            None => {
+                return Err(FsError::Invalid(
+                    "the file system needs a zoned device (this namespace is conventional)".into(),
+                ));
+            }
+        };
         let active = {
             let ns = devices.zoned.device().borrow();
             match ns.zoned() {
@@ -259,6 +280,7 @@ impl Dev {
             base,
             traffic: Cell::new(TrafficBytes::default()),
             active,
+            mapping,
         })
     }
 
@@ -301,6 +323,7 @@ impl Dev {
             Traffic::Checkpoint => t.checkpoint += b,
             Traffic::GcRead => t.gc_host_read += b,
             Traffic::GcWrite => t.gc_host_write += b,
+            Traffic::GcDeviceCopy => t.gc_device_copy += b,
         }
         self.traffic.set(t);
     }
@@ -368,6 +391,91 @@ impl Dev {
                 a.written(lba, lba + n);
             }
             Ok(())
+        })
+    }
+
+    /// The flash chip (chip group, chip in the group) holding zoned-device block `addr`, and
+    /// the chunk (flash page) it is in: blocks with the same chunk number are copied together;
+    /// chunks on the same chip can be copied back (seed 000 §3.3.1).
+    pub fn chip_of(&self, addr: u64) -> ((u32, u32), u64) {
+        let lba = addr - self.base;
+        (
+            self.mapping.chip_of(Lba(lba)),
+            lba / self.mapping.lbas_per_chunk,
+        )
+    }
+
+    /// Blocks per chunk of the zoned device.
+    pub fn blocks_per_chunk(&self) -> u64 {
+        self.mapping.lbas_per_chunk
+    }
+
+    /// Starts an in-device copy of block `src[i]` to block `dst[i]` for every i (ZNS+
+    /// zone_compaction, seed 000 §3.2.1) and returns a handle to await its completion. Every
+    /// block is on the zoned device; one command goes to each destination zone, its
+    /// destinations in rising order, ordered with the writes to that zone like [`Dev::write`].
+    pub fn compact(&self, pairs: Vec<(u64, u64)>) -> JoinHandle<FsResult<()>> {
+        let mut pairs = pairs;
+        pairs.sort_by_key(|p| p.1);
+        self.count(Traffic::GcDeviceCopy, pairs.len() as u64);
+        let mut cmds: Vec<CompactionCmd> = Vec::new();
+        let mut bad = None;
+        let mut zone = None;
+        for (src, dst) in pairs {
+            if src < self.base || dst < self.base {
+                bad = Some(format!(
+                    "zone_compaction from {src} to {dst}: the companion device has no zones"
+                ));
+                break;
+            }
+            let (s, d) = (src - self.base, dst - self.base);
+            let z = d / self.mapping.zone_size;
+            if zone != Some(z) {
+                zone = Some(z);
+                let gate = self.active.clone().map(|a| (a.gate(d), a));
+                cmds.push((Vec::new(), Vec::new(), gate));
+            }
+            let c = cmds.last_mut().expect("pushed above");
+            c.0.push(Lba(s));
+            c.1.push(Lba(d));
+        }
+        let stack = self.stack.clone();
+        self.sim.spawn(async move {
+            if let Some(e) = bad {
+                return Err(FsError::Io(e));
+            }
+            let mut handles = Vec::new();
+            for (src, dst, gate) in cmds {
+                let active = match gate {
+                    Some((g, a)) => {
+                        a.pass(g).await;
+                        Some(a)
+                    }
+                    None => None,
+                };
+                let (first, last, n) = (dst[0].0, dst[dst.len() - 1].0, dst.len());
+                // Handed to the stack now, in order; completions awaited together below.
+                let done = stack.submit(IoCmd::ZoneCompaction { src, dst });
+                handles.push(async move {
+                    let d = done.await;
+                    status(
+                        &d,
+                        &format!("zone_compaction of {n} blocks to {first}..={last}"),
+                    )?;
+                    if let Some(a) = active {
+                        a.written(first, last + 1);
+                    }
+                    FsResult::Ok(())
+                });
+            }
+            let mut first = Ok(());
+            for h in handles {
+                let r = h.await;
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+            first
         })
     }
 

@@ -15,7 +15,7 @@ use crate::ondisk::{
     SSA_PER_BLOCK, Summary, Superblock, decode_dentries, decode_nat, decode_sit, decode_ssa,
     encode_dentries,
 };
-use crate::policy::Policy;
+use crate::policy::{Allocation, CachedPages, InStorage, Migration, Policy};
 use crate::segment::{Segments, Temp, ZoneUse};
 use crate::vfs::{
     Attr, DirEntry, FileKind, FileSystem, FsError, FsResult, Ino, LINK_MAX, NAME_MAX, ROOT_INO,
@@ -107,6 +107,8 @@ pub struct FsStats {
     pub foreground_cleanings: u64,
     pub background_cleanings: u64,
     pub blocks_moved: u64,
+    /// Of `blocks_moved`, those the device copied (IZC's zone_compaction).
+    pub blocks_copied_in_device: u64,
     pub zone_resets: u64,
     pub compaction: Vec<CompactionTime>,
     pub traffic: TrafficBytes,
@@ -303,6 +305,65 @@ fn slot_of(idx: u64) -> FsResult<Slot> {
         });
     }
     Err(FsError::TooLarge)
+}
+
+/// Destinations for blocks `src` (in address order) among the reserved blocks `dst` (seed 000
+/// §3.3.1, Fig. 5). Copyback-aware: each fully valid source chunk takes a whole reserved chunk
+/// on the same flash chip while one is left, so the device can copy it back; then the other
+/// blocks fill the remaining reserved blocks in order. Sequential: `dst` in order.
+fn assign_destinations(
+    src: &[BlkAddr],
+    dst: &[BlkAddr],
+    allocation: Allocation,
+    dev: &Dev,
+) -> Vec<BlkAddr> {
+    assert_eq!(src.len(), dst.len(), "one destination per block");
+    if allocation == Allocation::Sequential {
+        return dst.to_vec();
+    }
+    let per_chunk = dev.blocks_per_chunk() as usize;
+    // Runs of blocks sharing a chunk, as (first index, length, chip).
+    let runs = |v: &[BlkAddr]| {
+        let mut out: Vec<(usize, usize, (u32, u32))> = Vec::new();
+        let mut last_chunk = None;
+        for (i, &a) in v.iter().enumerate() {
+            let (chip, chunk) = dev.chip_of(a as u64);
+            match out.last_mut() {
+                Some(r) if last_chunk == Some(chunk) => r.1 += 1,
+                _ => out.push((i, 1, chip)),
+            }
+            last_chunk = Some(chunk);
+        }
+        out
+    };
+    let mut free: BTreeMap<(u32, u32), std::collections::VecDeque<usize>> = BTreeMap::new();
+    for (i, len, chip) in runs(dst) {
+        if len == per_chunk {
+            free.entry(chip).or_default().push_back(i);
+        }
+    }
+    let mut out = vec![NULL_ADDR; src.len()];
+    let mut taken = vec![false; dst.len()];
+    for (i, len, chip) in runs(src) {
+        if len != per_chunk {
+            continue;
+        }
+        if let Some(j) = free.get_mut(&chip).and_then(|q| q.pop_front()) {
+            for k in 0..len {
+                out[i + k] = dst[j + k];
+                taken[j + k] = true;
+            }
+        }
+    }
+    let mut rest = dst
+        .iter()
+        .zip(&taken)
+        .filter(|(_, t)| !**t)
+        .map(|(&d, _)| d);
+    for o in out.iter_mut().filter(|o| **o == NULL_ADDR) {
+        *o = rest.next().expect("as many destinations as blocks");
+    }
+    out
 }
 
 /// Temperature of a node (F2FS: hot = direct nodes of directories, warm = direct nodes of
@@ -1797,8 +1858,14 @@ impl Fs {
                 .map(|a| (a, st.segs.owner(a)))
                 .collect()
         };
+        let in_storage = match self.inner.policy.migration() {
+            Migration::HostCopy => None,
+            Migration::InStorage(c) => Some(c),
+        };
         // Owners: node blocks are rewritten by dirtying them; data blocks are read into the
-        // page cache and written to the cold data log.
+        // page cache and written to the cold data log. With IZC only the blocks the host
+        // writes are handled here (seed 000 §3.2.1 "Cached Page Handling": dirty cached pages,
+        // and clean ones under IZC-H); the device copies the rest below.
         let mut data: BTreeMap<Ino, Vec<(u64, BlkAddr)>> = BTreeMap::new();
         for &(a, sum) in &valid {
             let e = {
@@ -1814,6 +1881,15 @@ impl Fs {
                     "valid block {a} owned by free node {}",
                     sum.nid
                 )));
+            }
+            if let Some(c) = in_storage
+                && e.addr == a
+            {
+                let mut st = self.inner.st.borrow_mut();
+                if c.cached == CachedPages::Host && st.cache.node(sum.nid).is_some() {
+                    st.cache.dirty_node(sum.nid);
+                }
+                continue;
             }
             match self.ensure_node(sum.nid).await {
                 // Freed meanwhile (its blocks with it).
@@ -1838,7 +1914,16 @@ impl Fs {
                 )));
             }
             let idx = n.footer.base + sum.ofs as u64;
-            data.entry(e.ino as Ino).or_default().push((idx, a));
+            let by_host = match in_storage {
+                None => true,
+                Some(c) => {
+                    st.cache.is_dirty(e.ino as Ino, idx)
+                        || (c.cached == CachedPages::Host && st.cache.has_page(e.ino as Ino, idx))
+                }
+            };
+            if by_host {
+                data.entry(e.ino as Ino).or_default().push((idx, a));
+            }
         }
         let t_init = self.inner.sim.now();
         // Read phase: blocks not in the page cache, in address runs.
@@ -1906,9 +1991,24 @@ impl Fs {
             moved += idxs.len() as u64;
             self.write_inode_pages(ino, Some(&idxs)).await?;
         }
+        // IZC: the device copies what is left (seed 000 §3.2.1 "Copy Offloading"); the host
+        // does not wait for it before the checkpoint.
+        let copying = match in_storage {
+            None => None,
+            Some(c) => {
+                let (handle, n) = self.copy_in_device(z, c).await?;
+                moved += n;
+                Some(handle)
+            }
+        };
         let t_write = self.inner.sim.now();
         self.inner.st.borrow_mut().segs.zones[z as usize] = ZoneUse::Prefree;
-        // Checkpoint phase: makes the moves durable; the zone is then reset and free.
+        // Checkpoint phase: makes the moves durable; the zone is then reset and free. It waits
+        // for the device's copies to complete first (the paper counts that wait in the
+        // checkpoint phase, §4.1 Fig. 6).
+        if let Some(h) = copying {
+            h.await?;
+        }
         let _all = self.inner.cp_lock.acquire(CP_SHARES).await;
         self.checkpoint_locked().await?;
         drop(_all);
@@ -1928,6 +2028,113 @@ impl Fs {
             checkpoint: t_cp - t_write,
         });
         Ok(true)
+    }
+
+    /// IZC's copy offloading (seed 000 §3.2.1): every block still valid in victim `z`, except
+    /// dirty nodes (the checkpoint writes those), gets a destination in the cold data or cold
+    /// node log and is copied there by the device with one zone_compaction per destination
+    /// zone. Node pointers and NAT entries are repointed at once (the copy is readable as soon
+    /// as the device's write pointer passes it). Returns the copy's handle and its block count.
+    async fn copy_in_device(
+        &self,
+        z: u32,
+        copy: InStorage,
+    ) -> FsResult<(zonelab_sim::JoinHandle<FsResult<()>>, u64)> {
+        loop {
+            // Data blocks are repointed in their owner nodes, which must be resident.
+            let missing: Vec<Nid> = {
+                let st = self.inner.st.borrow();
+                let layout = &st.segs.layout;
+                (0..layout.blocks_per_zone)
+                    .map(|off| layout.addr(z, off))
+                    .filter(|&a| st.segs.is_valid(a))
+                    .map(|a| st.segs.owner(a).nid)
+                    .filter(|&nid| st.nat.entries[nid as usize].ino != 0)
+                    .filter(|&nid| st.cache.node(nid).is_none())
+                    .collect::<BTreeSet<Nid>>()
+                    .into_iter()
+                    .collect()
+            };
+            if missing.is_empty() {
+                break;
+            }
+            for nid in missing {
+                match self.ensure_node(nid).await {
+                    Err(FsError::NotFound) => {}
+                    r => r?,
+                }
+            }
+        }
+        // From here to the submission nothing waits, so the destinations are taken and handed
+        // to the device in one step (a zone receives its writes in the order of its blocks).
+        let t = now_ns(&self.inner.sim);
+        let mut st = self.inner.st.borrow_mut();
+        let st = &mut *st;
+        let layout = st.segs.layout.clone();
+        let mut data_src: Vec<(BlkAddr, Summary)> = Vec::new();
+        let mut node_src: Vec<(BlkAddr, Summary)> = Vec::new();
+        for off in 0..layout.blocks_per_zone {
+            let a = layout.addr(z, off);
+            if !st.segs.is_valid(a) {
+                continue;
+            }
+            let sum = st.segs.owner(a);
+            let e = st.nat.entries[sum.nid as usize];
+            if e.ino == 0 {
+                return Err(FsError::Corrupt(format!(
+                    "valid block {a} owned by free node {}",
+                    sum.nid
+                )));
+            }
+            if e.addr == a {
+                if !st.cache.is_dirty_node(sum.nid) {
+                    node_src.push((a, sum));
+                }
+                continue;
+            }
+            let n = st.cache.node(sum.nid).expect("made resident above");
+            if n.addrs.get(sum.ofs as usize) != Some(&a) {
+                return Err(FsError::Corrupt(format!(
+                    "block {a}: its summary names node {} slot {}, which points elsewhere",
+                    sum.nid, sum.ofs
+                )));
+            }
+            data_src.push((a, sum));
+        }
+        let mut pairs = Vec::with_capacity(data_src.len() + node_src.len());
+        for (srcs, temp) in [(data_src, Temp::ColdData), (node_src, Temp::ColdNode)] {
+            if srcs.is_empty() {
+                continue;
+            }
+            let mut dsts = Vec::with_capacity(srcs.len());
+            for _ in 0..srcs.len() {
+                dsts.push(st.segs.alloc(temp).ok_or(FsError::NoSpace)?);
+            }
+            let from: Vec<BlkAddr> = srcs.iter().map(|s| s.0).collect();
+            let to = assign_destinations(&from, &dsts, copy.allocation, &self.inner.dev);
+            for (&(a, sum), d) in srcs.iter().zip(to) {
+                st.segs.invalidate(a, t);
+                st.segs.validate(d, sum, t);
+                let e = st.nat.entries[sum.nid as usize];
+                if temp == Temp::ColdNode {
+                    st.nat.set(
+                        sum.nid,
+                        NatEntry {
+                            ino: e.ino,
+                            addr: d,
+                        },
+                    );
+                } else {
+                    let n = st.cache.node_mut(sum.nid).expect("made resident above");
+                    n.addrs[sum.ofs as usize] = d;
+                    st.cache.dirty_node(sum.nid);
+                }
+                pairs.push((a as u64, d as u64));
+            }
+        }
+        let n = pairs.len() as u64;
+        st.stats.blocks_copied_in_device += n;
+        Ok((self.inner.dev.compact(pairs), n))
     }
 
     // ---- public extras ----

@@ -3,7 +3,7 @@
 use crate::dev::Devices;
 use crate::fs::{Fs, FsOptions};
 use crate::layout::FormatOptions;
-use crate::policy::F2fs;
+use crate::policy::{Allocation, CachedPages, F2fs, InStorage, Izc, Policy};
 use crate::vfs::{FileKind, FileSystem, FsError, ROOT_INO, SetAttr};
 use std::rc::Rc;
 use zonelab_device::{
@@ -68,12 +68,21 @@ fn small_device_with_companion(payload: PayloadMode, extra: &[(&str, &str)]) -> 
 
 /// A fresh file system (f2fs policy, test options) on `devices`.
 async fn format<D: Clone + Into<Devices>>(sim: &Sim, devices: &D) -> Fs {
+    format_with(sim, devices, Box::new(F2fs)).await
+}
+
+/// A fresh file system with `policy` on `devices`.
+async fn format_with<D: Clone + Into<Devices>>(
+    sim: &Sim,
+    devices: &D,
+    policy: Box<dyn Policy>,
+) -> Fs {
     Fs::mkfs(
         sim.clone(),
         devices.clone(),
         FormatOptions::default(),
         opts(),
-        Box::new(F2fs),
+        policy,
     )
     .await
     .expect("mkfs")
@@ -224,14 +233,70 @@ fn rename_unlink_truncate_follow_posix() {
 fn overwrites_at_high_utilization_clean_zones_and_keep_data() {
     for payload in [PayloadMode::Full, PayloadMode::Fingerprint] {
         let (sim, stack) = small_device(payload);
-        overwrite_and_clean(sim, Devices::from(stack), payload);
+        overwrite_and_clean(sim, Devices::from(stack), payload, Box::new(F2fs));
     }
+}
+
+/// IZC (seed 000 §3.2.1) with each cached-page choice and allocation: the device copies the
+/// blocks, data reads back, fsck is clean; copyback-aware allocation makes copybacks where
+/// copyback-unaware allocation makes fewer.
+#[test]
+fn internal_zone_compaction_moves_blocks_in_the_device() {
+    let mut copybacks = Vec::new();
+    for (cached, allocation, payload) in [
+        (
+            CachedPages::Host,
+            Allocation::CopybackAware,
+            PayloadMode::Full,
+        ),
+        (
+            CachedPages::Device,
+            Allocation::CopybackAware,
+            PayloadMode::Fingerprint,
+        ),
+        (
+            CachedPages::Device,
+            Allocation::Sequential,
+            PayloadMode::Fingerprint,
+        ),
+    ] {
+        let (sim, stack) = small_device(payload);
+        let copy = InStorage { cached, allocation };
+        let st = overwrite_and_clean(
+            sim,
+            Devices::from(stack.clone()),
+            payload,
+            Box::new(Izc { copy }),
+        );
+        assert!(
+            st.traffic.gc_device_copy > 0,
+            "{cached:?} {allocation:?}: {st:?}"
+        );
+        assert!(st.blocks_copied_in_device > 0, "{st:?}");
+        let plus = stack.device().borrow().zoned().unwrap().znsplus_counters();
+        assert!(plus.compactions > 0, "{plus:?}");
+        assert_eq!(
+            plus.compacted_blocks, st.blocks_copied_in_device,
+            "{plus:?}"
+        );
+        copybacks.push(plus.copybacks as f64 / (plus.copybacks + plus.readprogram_copies) as f64);
+    }
+    assert!(
+        copybacks[1] > copybacks[2],
+        "CAB vs CUB copyback shares: {copybacks:?}"
+    );
+    assert!(copybacks[1] > 0.5, "CAB copyback share: {copybacks:?}");
 }
 
 #[test]
 fn cleaning_works_with_the_metadata_on_a_companion_device() {
     let (sim, devices) = small_device_with_companion(PayloadMode::Fingerprint, &[]);
-    overwrite_and_clean(sim, devices.clone(), PayloadMode::Fingerprint);
+    overwrite_and_clean(
+        sim,
+        devices.clone(),
+        PayloadMode::Fingerprint,
+        Box::new(F2fs),
+    );
     // The metadata went to the companion, which no zone command reached.
     let c = devices
         .companion
@@ -245,12 +310,17 @@ fn cleaning_works_with_the_metadata_on_a_companion_device() {
 }
 
 /// 80% of the capacity in 64 KiB files, rewritten until zones are cleaned; every file reads
-/// back its last contents and fsck is clean.
-fn overwrite_and_clean(sim: Sim, stack: Devices, payload: PayloadMode) {
+/// back its last contents and fsck is clean. Returns the file system's counters.
+fn overwrite_and_clean(
+    sim: Sim,
+    stack: Devices,
+    payload: PayloadMode,
+    policy: Box<dyn Policy>,
+) -> crate::fs::FsStats {
     {
         let s = sim.clone();
         run(&sim, async move {
-            let fs = format(&s, &stack).await;
+            let fs = format_with(&s, &stack, policy).await;
             let cap = fs.statfs().blocks;
             // 80% of the capacity in 64 KiB files, then rewrite random files many times.
             let files = (cap * 8 / 10 / 16) as usize;
@@ -284,7 +354,10 @@ fn overwrite_and_clean(sim: Sim, stack: Devices, payload: PayloadMode) {
             fs.sync().await.unwrap();
             let st = fs.stats();
             assert!(st.zones_cleaned > 0 && st.zone_resets > 0, "{st:?}");
-            assert!(st.traffic.gc_host_write > 0, "{st:?}");
+            assert!(
+                st.traffic.gc_host_write + st.traffic.gc_device_copy > 0,
+                "{st:?}"
+            );
             for f in 0..files {
                 let got = fs.read(inos[f], 0, 65536).await.unwrap();
                 let want = content(f, gens[f]);
@@ -298,7 +371,8 @@ fn overwrite_and_clean(sim: Sim, stack: Devices, payload: PayloadMode) {
             }
             let problems = fs.check().await.unwrap();
             assert!(problems.is_empty(), "{problems:?}");
-        });
+            st
+        })
     }
 }
 

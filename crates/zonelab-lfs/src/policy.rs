@@ -9,6 +9,41 @@ pub enum Migration {
     /// Read into the page cache, then written to the cold logs by the host (seed 000 §3.1,
     /// "normal segment compaction", Fig. 3a).
     HostCopy,
+    /// Internal zone compaction (IZC, seed 000 §3.1 Fig. 3b, §3.2.1): the device copies the
+    /// blocks with `zone_compaction`; the host only updates the metadata.
+    InStorage(InStorage),
+}
+
+/// How an IZC-based cleaning splits its blocks between host and device, and where it puts
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InStorage {
+    pub cached: CachedPages,
+    pub allocation: Allocation,
+}
+
+/// Who moves a valid block whose page is cached clean in the host (seed 000 §3.2.1, "Cached
+/// Page Handling"). Dirty cached pages are always written by the host: their data is newer
+/// than the block's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CachedPages {
+    /// IZC-H: the host writes it (no flash read, but a transfer and a write request).
+    Host,
+    /// IZC-D: the device copies it like any other block (a flash read, no transfer).
+    Device,
+}
+
+/// How destinations are assigned to the blocks a device copies (seed 000 §3.3.1, Fig. 5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Allocation {
+    /// CAB: a fully valid source chunk goes to a destination chunk on the same flash chip
+    /// (found with identify_mapping's chunk mapping), so the device can copy it back; the
+    /// remaining blocks fill the rest of the reserved region.
+    CopybackAware,
+    /// CUB: destinations in the order of the source addresses, as LFS compaction allocates.
+    Sequential,
 }
 
 /// Victim selection (seed 000 §2.3; F2FS's gc policies).
@@ -76,15 +111,77 @@ impl Policy for F2fs {
     }
 }
 
-/// A policy by name.
+/// F2FS with internal zone compaction (seed 000 §3.2.1): cleaning is offloaded to the device
+/// with `zone_compaction`; victims, logs and checkpoints as [`F2fs`].
+pub struct Izc {
+    pub copy: InStorage,
+}
+
+impl Policy for Izc {
+    fn name(&self) -> &'static str {
+        "izc"
+    }
+    fn migration(&self) -> Migration {
+        Migration::InStorage(self.copy)
+    }
+}
+
+/// The policies [`build`] knows, and their options.
+pub const POLICIES: &str =
+    "f2fs; izc (options cached_pages = \"host\" | \"device\", allocation = \"cab\" | \"cub\")";
+
+/// A policy by name with default options.
 pub fn by_name(name: &str) -> Result<Box<dyn Policy>, String> {
+    build(name, &std::collections::BTreeMap::new())
+}
+
+/// A policy by name with options (`[fs] options` of an experiment), each a `key -> text`.
+/// Unknown policies and options, and options the policy does not take, are errors.
+pub fn build(
+    name: &str,
+    options: &std::collections::BTreeMap<String, String>,
+) -> Result<Box<dyn Policy>, String> {
+    let mut copy = InStorage {
+        cached: CachedPages::Host,
+        allocation: Allocation::CopybackAware,
+    };
+    let takes_copy_options = matches!(name, "izc");
+    for (k, v) in options {
+        if !takes_copy_options {
+            return Err(format!(
+                "policy '{name}' takes no option '{k}'; policies: {POLICIES}"
+            ));
+        }
+        match (k.as_str(), v.as_str()) {
+            ("cached_pages", "host") => copy.cached = CachedPages::Host,
+            ("cached_pages", "device") => copy.cached = CachedPages::Device,
+            ("allocation", "cab") => copy.allocation = Allocation::CopybackAware,
+            ("allocation", "cub") => copy.allocation = Allocation::Sequential,
+            ("cached_pages", _) => {
+                return Err(format!(
+                    "cached_pages = '{v}': use host (IZC-H) or device (IZC-D)"
+                ));
+            }
+            ("allocation", _) => {
+                return Err(format!(
+                    "allocation = '{v}': use cab (copyback-aware) or cub (copyback-unaware)"
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "policy '{name}' has no option '{k}'; policies: {POLICIES}"
+                ));
+            }
+        }
+    }
     match name {
         "f2fs" => Ok(Box::new(F2fs)),
-        "izc" | "znsplus" | "f2fs-ss" | "zlfs" | "isar" => Err(format!(
-            "policy '{name}' is not implemented yet; available: f2fs"
+        "izc" => Ok(Box::new(Izc { copy })),
+        "znsplus" | "f2fs-ss" | "zlfs" | "isar" => Err(format!(
+            "policy '{name}' is not implemented yet; available: {POLICIES}"
         )),
         _ => Err(format!(
-            "unknown policy '{name}'; available: f2fs (planned: izc, znsplus, f2fs-ss, zlfs, isar)"
+            "unknown policy '{name}'; available: {POLICIES} (planned: znsplus, f2fs-ss, zlfs, isar)"
         )),
     }
 }
