@@ -22,113 +22,132 @@ use zonelab_sim::{JoinHandle, Sim};
 /// Logs the file system writes at once, each holding at most one zone it is still filling.
 pub const LOGS: u32 = 6;
 
-/// The zoned device's active-zone budget (NVMe ZNS Maximum Active Resources). A zone takes a
-/// share when the file system first writes it and gives it back when its last block is
-/// written or it is finished or reset; a write to a zone without one waits, in order, until a
-/// zone gives one back. Without it, writeback that runs far ahead of the device (a sync of a
-/// large page cache) starts more zones than the drive allows and fails with Too Many Active
-/// Zones; in Linux the block layer's request limit keeps F2FS from getting that far ahead.
+/// Order and active-zone budget of the commands to each zone of the zoned device.
+///
+/// Order: every command to a zone takes a ticket when the file system issues it and goes to
+/// the host stack when all earlier tickets of the zone have, so a zone receives its writes in
+/// the order their blocks were taken. Commands that change what a zone is (TL_open, finish,
+/// reset) are barriers: they also wait until every earlier command of the zone has completed,
+/// as the device requires (TL_open needs a Full zone, finish must not overtake a write).
+///
+/// Budget (NVMe ZNS Maximum Active Resources): a zone takes a share when a command makes it
+/// active (its first write or copy, a TL_open) and gives it back when it is written to its
+/// capacity, finished or reset; a command waiting for a share holds back the later commands of
+/// its zone. Without it, writeback that runs far ahead of the device (a sync of a large page
+/// cache) starts more zones than the drive allows and fails with Too Many Active Zones; in
+/// Linux the block layer's request limit keeps F2FS from getting that far ahead.
 /// Deadlock-free when the limit is at least [`LOGS`]: a log moves to a new zone only after
-/// handing out every block of the old one, whose writes then complete and give back its share.
-struct ActiveZones {
-    shares: Semaphore,
+/// handing out every block of the old one, whose commands then complete and give back its
+/// share (or finish it, for a threaded-logging zone).
+struct ZoneOrder {
+    /// `None` when the device sets no active-zone limit.
+    shares: Option<Semaphore>,
     zone_lbas: u64,
     cap_lbas: u64,
     zones: RefCell<FxHashMap<u64, Rc<ZoneGate>>>,
 }
 
-/// The writes to one zone while it holds, or waits for, a share. Writes go to the stack in the
-/// order the file system issued them (a zone is written sequentially): each takes a ticket
-/// and passes when every earlier ticket has.
+/// The commands of one zone while any is pending or the zone holds a share.
 struct ZoneGate {
-    /// The zone's share once it has one (`Some(None)`: it was already active when the file
-    /// system attached).
-    share: RefCell<Option<Option<SemaphorePermit>>>,
+    share: RefCell<Option<SemaphorePermit>>,
+    /// Tickets handed out, passed to the stack, and completed.
     issued: Cell<u64>,
     passed: Cell<u64>,
+    completed: Cell<u64>,
     notify: Notify,
 }
 
-impl ZoneGate {
-    fn held(&self) -> bool {
-        self.share.borrow().is_some()
+/// A command's place in its zone's order.
+struct Ticket {
+    zone: u64,
+    gate: Rc<ZoneGate>,
+    n: u64,
+}
+
+/// What a command does to its zone, for ordering and the budget.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ZoneEffect {
+    /// Writes or copies into the zone (needs a share; gives it back when it reaches the
+    /// capacity).
+    Fill,
+    /// TL_open: a barrier that makes the zone active again.
+    Reopen,
+    /// Finish or reset: a barrier that ends the zone's activity.
+    Close,
+    /// Nothing: waits for the zone's earlier commands.
+    Quiesce,
+}
+
+impl ZoneOrder {
+    fn gate_entry(share: Option<SemaphorePermit>) -> Rc<ZoneGate> {
+        Rc::new(ZoneGate {
+            share: RefCell::new(share),
+            issued: Cell::new(0),
+            passed: Cell::new(0),
+            completed: Cell::new(0),
+            notify: Notify::new(),
+        })
     }
-}
 
-/// What a write must wait for before it goes to the device.
-enum Gate {
-    Go,
-    /// The first write of a zone without a share: take one.
-    Take(Rc<ZoneGate>),
-    /// A write behind others of its zone still waiting: its ticket.
-    Wait(Rc<ZoneGate>, u64),
-}
+    /// A ticket for a command to the zone holding `lba`, taken when the command is issued.
+    fn ticket(&self, lba: u64) -> Ticket {
+        let zone = lba / self.zone_lbas;
+        let gate = self
+            .zones
+            .borrow_mut()
+            .entry(zone)
+            .or_insert_with(|| ZoneOrder::gate_entry(None))
+            .clone();
+        let n = gate.issued.get();
+        gate.issued.set(n + 1);
+        Ticket { zone, gate, n }
+    }
 
-impl ActiveZones {
-    fn gate(&self, lba: u64) -> Gate {
-        let z = lba / self.zone_lbas;
-        let mut zones = self.zones.borrow_mut();
-        match zones.get(&z) {
-            Some(g) if g.held() && g.passed.get() == g.issued.get() => Gate::Go,
-            Some(g) => {
-                let ticket = g.issued.get();
-                g.issued.set(ticket + 1);
-                Gate::Wait(g.clone(), ticket)
-            }
-            None => {
-                let g = Rc::new(ZoneGate {
-                    share: RefCell::new(None),
-                    issued: Cell::new(1),
-                    passed: Cell::new(0),
-                    notify: Notify::new(),
-                });
-                zones.insert(z, g.clone());
-                Gate::Take(g)
-            }
+    /// Waits for the command's turn (and share). The caller hands the command to the stack
+    /// right after, in the same poll, so no later command of the zone can get there first.
+    async fn pass(&self, t: &Ticket, effect: ZoneEffect) {
+        let g = &t.gate;
+        let barrier = effect != ZoneEffect::Fill;
+        while !(g.passed.get() == t.n && (!barrier || g.completed.get() == t.n)) {
+            g.notify.notified().await;
         }
-    }
-
-    /// Waits for the write's turn. The caller hands the write to the stack right after, in
-    /// the same poll, so no later write of the zone can get there first.
-    async fn pass(&self, gate: Gate) {
-        let g = match gate {
-            Gate::Go => return,
-            Gate::Take(g) => {
-                let share = self.shares.acquire(1).await;
-                *g.share.borrow_mut() = Some(Some(share));
-                g
-            }
-            Gate::Wait(g, ticket) => {
-                while !(g.held() && g.passed.get() == ticket) {
-                    g.notify.notified().await;
-                }
-                g
-            }
-        };
-        g.passed.set(g.passed.get() + 1);
+        if matches!(effect, ZoneEffect::Fill | ZoneEffect::Reopen)
+            && g.share.borrow().is_none()
+            && let Some(s) = &self.shares
+        {
+            let permit = s.acquire(1).await;
+            *g.share.borrow_mut() = Some(permit);
+        }
+        g.passed.set(t.n + 1);
         g.notify.notify_all();
     }
 
-    /// A write of `lba .. end` completed: a zone written to its capacity is no longer active.
-    fn written(&self, lba: u64, end: u64) {
-        let z = lba / self.zone_lbas;
-        if end == z * self.zone_lbas + self.cap_lbas {
-            self.zones.borrow_mut().remove(&z);
+    /// The command completed; `releases`: the zone is no longer active (written to its
+    /// capacity, finished or reset).
+    fn done(&self, t: Ticket, releases: bool) {
+        let g = &t.gate;
+        g.completed.set(g.completed.get() + 1);
+        if releases {
+            g.share.borrow_mut().take();
         }
+        if g.completed.get() == g.issued.get() && g.share.borrow().is_none() {
+            let mut zones = self.zones.borrow_mut();
+            if zones.get(&t.zone).is_some_and(|e| Rc::ptr_eq(e, g)) {
+                zones.remove(&t.zone);
+            }
+        }
+        g.notify.notify_all();
     }
 
-    /// Zone `z` was finished or reset.
-    fn closed(&self, z: u64) {
-        let mut zones = self.zones.borrow_mut();
-        if zones.get(&z).is_some_and(|g| g.held()) {
-            zones.remove(&z);
-        }
+    /// Whether a fill of `lba .. end` reaches the zone's capacity.
+    fn fills_zone(&self, lba: u64, end: u64) -> bool {
+        end == lba / self.zone_lbas * self.zone_lbas + self.cap_lbas
     }
 }
 
 /// One zone_compaction into one zone: sources, destinations, and its place among the zone's
 /// writes when the device limits active zones.
-type CompactionCmd = (Vec<Lba>, Vec<Lba>, Option<(Gate, Rc<ActiveZones>)>);
+type CompactionCmd = (Vec<Lba>, Vec<Lba>, Ticket);
 
 /// Why blocks move; result JSON reports bytes per class (DESIGN.md result schema).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,8 +229,7 @@ pub struct Dev {
     /// Where the zoned device starts in the address space: its LBA = address - `base`.
     base: u64,
     traffic: Cell<TrafficBytes>,
-    /// `None` when the zoned device sets no active-zone limit.
-    active: Option<Rc<ActiveZones>>,
+    order: Rc<ZoneOrder>,
     /// The zoned device's chunk mapping (identify_mapping, asked once at mount as seed 000
     /// §3.3.1 does).
     mapping: ChunkMapping,
@@ -236,42 +254,34 @@ impl Dev {
                 ));
             }
         };
-        let active = {
+        let order = {
             let ns = devices.zoned.device().borrow();
-            match ns.zoned() {
-                Some(d) if ns.profile().zns.max_active != 0 => {
-                    let limit = ns.profile().zns.max_active;
-                    if limit < LOGS {
-                        return Err(FsError::Invalid(format!(
-                            "the device allows {limit} active zones; the file system writes {LOGS} logs at once and needs at least {LOGS} (set zns.max_active)"
-                        )));
-                    }
-                    let shares = Semaphore::new(limit as u64);
-                    let zones = d.zones().zones();
-                    let zone_lbas = zones.first().map_or(1, |z| z.size);
-                    let cap_lbas = zones.first().map_or(1, |z| z.capacity);
-                    let held: FxHashMap<u64, Rc<ZoneGate>> = zones
-                        .iter()
-                        .filter(|z| z.state.is_active())
-                        .map(|z| {
-                            let g = ZoneGate {
-                                share: RefCell::new(Some(shares.try_acquire(1))),
-                                issued: Cell::new(0),
-                                passed: Cell::new(0),
-                                notify: Notify::new(),
-                            };
-                            (z.id.0 as u64, Rc::new(g))
-                        })
-                        .collect();
-                    Some(Rc::new(ActiveZones {
-                        shares,
-                        zone_lbas,
-                        cap_lbas,
-                        zones: RefCell::new(held),
-                    }))
-                }
-                _ => None,
+            let d = ns.zoned().expect("checked above");
+            let limit = ns.profile().zns.max_active;
+            if limit != 0 && limit < LOGS {
+                return Err(FsError::Invalid(format!(
+                    "the device allows {limit} active zones; the file system writes {LOGS} logs at once and needs at least {LOGS} (set zns.max_active)"
+                )));
             }
+            let shares = (limit != 0).then(|| Semaphore::new(limit as u64));
+            let zones = d.zones().zones();
+            let zone_lbas = zones.first().map_or(1, |z| z.size);
+            let cap_lbas = zones.first().map_or(1, |z| z.capacity);
+            // Zones already active when the file system attaches hold a share.
+            let held: FxHashMap<u64, Rc<ZoneGate>> = match &shares {
+                Some(sem) => zones
+                    .iter()
+                    .filter(|z| z.state.is_active())
+                    .map(|z| (z.id.0 as u64, ZoneOrder::gate_entry(sem.try_acquire(1))))
+                    .collect(),
+                None => FxHashMap::default(),
+            };
+            Rc::new(ZoneOrder {
+                shares,
+                zone_lbas,
+                cap_lbas,
+                zones: RefCell::new(held),
+            })
         };
         Ok(Dev {
             sim,
@@ -279,7 +289,7 @@ impl Dev {
             companion: devices.companion,
             base,
             traffic: Cell::new(TrafficBytes::default()),
-            active,
+            order,
             mapping,
         })
     }
@@ -364,33 +374,27 @@ impl Dev {
         let routed = self
             .route(addr, n, "write")
             .map(|(stack, lba)| (stack.clone(), lba));
-        // Only the zoned device has zones to account.
-        let active = match &routed {
-            Ok((stack, lba)) if Rc::ptr_eq(stack, &self.stack) => {
-                self.active.clone().map(|a| (a.gate(*lba), a))
-            }
+        // Only the zoned device has zones to order.
+        let ticket = match &routed {
+            Ok((stack, lba)) if Rc::ptr_eq(stack, &self.stack) => Some(self.order.ticket(*lba)),
             _ => None,
         };
+        let order = self.order.clone();
         self.sim.spawn(async move {
             let (stack, lba) = routed?;
-            let active = match active {
-                Some((gate, a)) => {
-                    a.pass(gate).await;
-                    Some(a)
-                }
-                None => None,
-            };
+            if let Some(t) = &ticket {
+                order.pass(t, ZoneEffect::Fill).await;
+            }
             let d = stack
                 .submit(IoCmd::Write {
                     slba: Lba(lba),
                     data,
                 })
                 .await;
-            status(&d, &format!("write of {n} blocks at {addr}"))?;
-            if let Some(a) = active {
-                a.written(lba, lba + n);
+            if let Some(t) = ticket {
+                order.done(t, d.status.is_ok() && order.fills_zone(lba, lba + n));
             }
-            Ok(())
+            status(&d, &format!("write of {n} blocks at {addr}"))
         })
     }
 
@@ -417,72 +421,89 @@ impl Dev {
     pub fn compact(&self, pairs: Vec<(u64, u64)>) -> JoinHandle<FsResult<()>> {
         let mut pairs = pairs;
         pairs.sort_by_key(|p| p.1);
+        if let Some(&(src, dst)) = pairs.iter().find(|(s, d)| *s < self.base || *d < self.base) {
+            return self.sim.spawn(async move {
+                Err(FsError::Io(format!(
+                    "zone_compaction from {src} to {dst}: the companion device has no zones"
+                )))
+            });
+        }
         self.count(Traffic::GcDeviceCopy, pairs.len() as u64);
         let mut cmds: Vec<CompactionCmd> = Vec::new();
-        let mut bad = None;
         let mut zone = None;
         for (src, dst) in pairs {
-            if src < self.base || dst < self.base {
-                bad = Some(format!(
-                    "zone_compaction from {src} to {dst}: the companion device has no zones"
-                ));
-                break;
-            }
             let (s, d) = (src - self.base, dst - self.base);
             let z = d / self.mapping.zone_size;
             if zone != Some(z) {
                 zone = Some(z);
-                let gate = self.active.clone().map(|a| (a.gate(d), a));
-                cmds.push((Vec::new(), Vec::new(), gate));
+                cmds.push((Vec::new(), Vec::new(), self.order.ticket(d)));
             }
             let c = cmds.last_mut().expect("pushed above");
             c.0.push(Lba(s));
             c.1.push(Lba(d));
         }
-        let stack = self.stack.clone();
-        self.sim.spawn(async move {
-            if let Some(e) = bad {
-                return Err(FsError::Io(e));
-            }
-            let mut handles = Vec::new();
-            for (src, dst, gate) in cmds {
-                let active = match gate {
-                    Some((g, a)) => {
-                        a.pass(g).await;
-                        Some(a)
-                    }
-                    None => None,
-                };
-                let (first, last, n) = (dst[0].0, dst[dst.len() - 1].0, dst.len());
-                // Handed to the stack now, in order; completions awaited together below.
-                let done = stack.submit(IoCmd::ZoneCompaction { src, dst });
-                handles.push(async move {
-                    let d = done.await;
+        // One task per destination zone: each goes to the stack in its zone's order.
+        let tasks: Vec<JoinHandle<FsResult<()>>> = cmds
+            .into_iter()
+            .map(|(src, dst, ticket)| {
+                let (stack, order) = (self.stack.clone(), self.order.clone());
+                self.sim.spawn(async move {
+                    order.pass(&ticket, ZoneEffect::Fill).await;
+                    let (first, last, n) = (dst[0].0, dst[dst.len() - 1].0, dst.len());
+                    let d = stack.submit(IoCmd::ZoneCompaction { src, dst }).await;
+                    order.done(
+                        ticket,
+                        d.status.is_ok() && order.fills_zone(first, last + 1),
+                    );
                     status(
                         &d,
                         &format!("zone_compaction of {n} blocks to {first}..={last}"),
-                    )?;
-                    if let Some(a) = active {
-                        a.written(first, last + 1);
-                    }
-                    FsResult::Ok(())
-                });
-            }
-            let mut first = Ok(());
-            for h in handles {
-                let r = h.await;
-                if first.is_ok() {
-                    first = r;
-                }
-            }
-            first
+                    )
+                })
+            })
+            .collect();
+        self.sim.spawn(join_all(tasks))
+    }
+
+    /// Starts a TL_open (ZNS+, seed 000 §3.2.2) of the Full zone at `zslba` with its valid
+    /// bitmap, after every command issued to the zone before it has completed.
+    pub fn tl_open(&self, zslba: u64, valid: Vec<bool>) -> JoinHandle<FsResult<()>> {
+        let lba = zslba - self.base;
+        let ticket = self.order.ticket(lba);
+        let (stack, order) = (self.stack.clone(), self.order.clone());
+        self.sim.spawn(async move {
+            order.pass(&ticket, ZoneEffect::Reopen).await;
+            let d = stack
+                .submit(IoCmd::TlOpen {
+                    zones: vec![zonelab_device::TlOpenZone {
+                        zslba: Lba(lba),
+                        valid,
+                    }],
+                })
+                .await;
+            let ok = d.status.is_ok();
+            // A refused TL_open leaves the zone as it was: inactive.
+            order.done(ticket, !ok);
+            status(&d, &format!("TL_open of the zone at {zslba}"))
         })
+    }
+
+    /// Waits until every command issued so far to the zone holding `addr` has completed.
+    pub async fn quiesce(&self, addr: u64) {
+        if addr < self.base {
+            return;
+        }
+        let t = self.order.ticket(addr - self.base);
+        self.order.pass(&t, ZoneEffect::Quiesce).await;
+        self.order.done(t, false);
     }
 
     pub async fn write_now(&self, addr: u64, data: OwnedData, class: Traffic) -> FsResult<()> {
         self.write(addr, data, class).await
     }
 
+    /// Sends zone management `action` to the zone at `zslba`, after every command issued to
+    /// the zone before it has completed.
     pub async fn zone(&self, action: ZoneAction, zslba: u64) -> FsResult<()> {
         if zslba < self.base {
             return Err(FsError::Io(format!(
@@ -490,6 +511,14 @@ impl Dev {
             )));
         }
         let lba = zslba - self.base;
+        let ticket = self.order.ticket(lba);
+        let closes = matches!(action, ZoneAction::Finish | ZoneAction::Reset);
+        let effect = if closes {
+            ZoneEffect::Close
+        } else {
+            ZoneEffect::Quiesce
+        };
+        self.order.pass(&ticket, effect).await;
         let d = self
             .stack
             .submit(IoCmd::ZoneMgmt {
@@ -498,13 +527,8 @@ impl Dev {
                 select_all: false,
             })
             .await;
-        status(&d, &format!("zone {action:?} at {zslba}"))?;
-        if let Some(a) = &self.active
-            && matches!(action, ZoneAction::Finish | ZoneAction::Reset)
-        {
-            a.closed(lba / a.zone_lbas);
-        }
-        Ok(())
+        self.order.done(ticket, closes && d.status.is_ok());
+        status(&d, &format!("zone {action:?} at {zslba}"))
     }
 
     /// Flushes the zoned device's cache, then the companion's.
