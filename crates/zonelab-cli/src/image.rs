@@ -693,7 +693,7 @@ mod tests {
     fn profile_fields_added_later_load_from_older_format_3_images() {
         let good = image_bytes();
         let (clock, text, rest) = split_profile_text(&good);
-        // As a build before the three controller fields would have written it.
+        // As a build before the four controller fields would have written it.
         let older: String = text
             .lines()
             .filter(|l| {
@@ -701,13 +701,14 @@ mod tests {
                     "reset_unmap_variation",
                     "housekeeping_tick",
                     "management_window_ticks",
+                    "management_window_holds_io",
                 ]
                 .iter()
                 .any(|f| l.starts_with(f))
             })
             .map(|l| format!("{l}\n"))
             .collect();
-        assert_eq!(text.lines().count(), older.lines().count() + 3, "{text}");
+        assert_eq!(text.lines().count(), older.lines().count() + 4, "{text}");
         let body = [postcard::to_stdvec(&(clock, &older)).unwrap(), rest.clone()].concat();
         let img = decode(&with_body(&good, FORMAT_VERSION, &body)).unwrap();
         // The fields took their defaults, which is what the device had.
