@@ -297,6 +297,8 @@ fn counters(stats: &FsStats, ns: &Namespace, companion: Option<&Namespace>) -> V
             "background_cleanings": stats.background_cleanings,
             "blocks_moved": stats.blocks_moved,
             "blocks_copied_in_device": stats.blocks_copied_in_device,
+            "periodic_checkpoints": stats.periodic_checkpoints,
+            "threaded": stats.threaded,
         },
         "device": ns.counters(),
         "flash": ns.flash_counters(),
@@ -608,6 +610,7 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
         .unwrap_or_else(|| (report_end, end.clone(), compactions.len()));
     let w = delta(&end, &start);
     let n = |section: &str, key: &str| w[section][key].as_u64().unwrap_or(0);
+    let n2 = |section: &str, sub: &str, key: &str| w[section][sub][key].as_u64().unwrap_or(0);
     let fs_writes: u64 = ["user_write", "node", "meta", "checkpoint", "gc_host_write"]
         .iter()
         .map(|k| n("traffic", k))
@@ -684,7 +687,13 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
             "by_method": {
                 "host_copy": if izc { 0 } else { n("fs", "zones_cleaned") },
                 "izc": if izc { n("fs", "zones_cleaned") } else { 0 },
-                "zone_md": 0, "threaded_logging": 0,
+                "zone_md": 0, "threaded_logging": n2("fs", "threaded", "tl_opens"),
+            },
+            "threaded_logging": {
+                "blocks_written": n2("fs", "threaded", "tl_blocks"),
+                "blocks_skipped": n2("fs", "threaded", "skipped_blocks"),
+                "compaction_preferred": n2("fs", "threaded", "compaction_preferred"),
+                "periodic_checkpoints": n("fs", "periodic_checkpoints"),
             },
             "blocks_copied_in_device": n("fs", "blocks_copied_in_device"),
             "compaction_ns": { "init": init, "read": read, "write": write, "checkpoint": cp,

@@ -505,10 +505,17 @@ impl Dev {
     /// Sends zone management `action` to the zone at `zslba`, after every command issued to
     /// the zone before it has completed.
     pub async fn zone(&self, action: ZoneAction, zslba: u64) -> FsResult<()> {
+        self.zone_cmd(action, zslba).await
+    }
+
+    /// [`Dev::zone`], started now (its place in the zone's order taken at this call).
+    pub fn zone_cmd(&self, action: ZoneAction, zslba: u64) -> JoinHandle<FsResult<()>> {
         if zslba < self.base {
-            return Err(FsError::Io(format!(
-                "zone {action:?} at {zslba}: that address is on the companion conventional device, which has no zones"
-            )));
+            return self.sim.spawn(async move {
+                Err(FsError::Io(format!(
+                    "zone {action:?} at {zslba}: that address is on the companion conventional device, which has no zones"
+                )))
+            });
         }
         let lba = zslba - self.base;
         let ticket = self.order.ticket(lba);
@@ -518,17 +525,19 @@ impl Dev {
         } else {
             ZoneEffect::Quiesce
         };
-        self.order.pass(&ticket, effect).await;
-        let d = self
-            .stack
-            .submit(IoCmd::ZoneMgmt {
-                action,
-                zslba: Lba(lba),
-                select_all: false,
-            })
-            .await;
-        self.order.done(ticket, closes && d.status.is_ok());
-        status(&d, &format!("zone {action:?} at {zslba}"))
+        let (stack, order) = (self.stack.clone(), self.order.clone());
+        self.sim.spawn(async move {
+            order.pass(&ticket, effect).await;
+            let d = stack
+                .submit(IoCmd::ZoneMgmt {
+                    action,
+                    zslba: Lba(lba),
+                    select_all: false,
+                })
+                .await;
+            order.done(ticket, closes && d.status.is_ok());
+            status(&d, &format!("zone {action:?} at {zslba}"))
+        })
     }
 
     /// Flushes the zoned device's cache, then the companion's.

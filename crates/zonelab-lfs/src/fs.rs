@@ -16,7 +16,7 @@ use crate::ondisk::{
     encode_dentries,
 };
 use crate::policy::{Allocation, CachedPages, InStorage, Migration, Policy};
-use crate::segment::{Segments, Temp, ZoneUse};
+use crate::segment::{Segments, Temp, Threaded, ThreadedStats, ZoneJob, ZoneUse};
 use crate::vfs::{
     Attr, DirEntry, FileKind, FileSystem, FsError, FsResult, Ino, LINK_MAX, NAME_MAX, ROOT_INO,
     SetAttr, StatFs,
@@ -110,6 +110,10 @@ pub struct FsStats {
     /// Of `blocks_moved`, those the device copied (IZC's zone_compaction).
     pub blocks_copied_in_device: u64,
     pub zone_resets: u64,
+    /// Checkpoints taken because pre-invalid blocks exceeded theta_PI (seed 000 §3.3.2).
+    pub periodic_checkpoints: u64,
+    /// Threaded logging (znsplus policy).
+    pub threaded: ThreadedStats,
     pub compaction: Vec<CompactionTime>,
     pub traffic: TrafficBytes,
 }
@@ -230,6 +234,9 @@ pub(crate) struct Inner {
     pub last_cp: Cell<Nanos>,
     /// When the last file-system call began (idle detection for background cleaning).
     pub last_call: Cell<Nanos>,
+    /// The first failure of a zone command issued in the background (TL_open, finish of a
+    /// threaded-logging zone); the next checkpoint reports it.
+    pub zone_job_error: RefCell<Option<FsError>>,
 }
 
 /// A mounted file system; clones share it.
@@ -484,8 +491,29 @@ impl Fs {
         let max_nids = layout.sb.max_nids as usize;
         let nat_blocks = layout.sb.nat_blocks as usize;
         let cache_pages = (opts.cache_bytes / BLOCK as u64).max(64);
+        let mut segs = Segments::new(layout);
+        if let Some(tl) = policy.threaded_logging() {
+            // HSR's unit costs from the device's flash timing (seed 000 §3.3.2): an in-device
+            // copy of a block is its share of a chunk's copyback; a host write its share of a
+            // page transfer and program.
+            let (copy_ns, write_ns) = {
+                let ns = dev.stack.device().borrow();
+                let p = ns.profile();
+                let per_chunk = dev.blocks_per_chunk().max(1) as f64;
+                let f = &p.flash;
+                (
+                    f.copyback.0.0 as f64 / per_chunk,
+                    (f.page_transfer.0.0 + f.program.0.0) as f64 / per_chunk,
+                )
+            };
+            segs.threaded = Some(Threaded::new(
+                crate::policy::Hsr::new(copy_ns, write_ns, tl.plugging_share),
+                2 * reserved,
+                zones as usize,
+            ));
+        }
         let st = State {
-            segs: Segments::new(layout),
+            segs,
             nat: Nat {
                 entries: vec![NatEntry::default(); max_nids],
                 dirty: BTreeSet::new(),
@@ -522,6 +550,7 @@ impl Fs {
                 flusher_wake: Notify::new(),
                 last_cp: Cell::new(Nanos::ZERO),
                 last_call: Cell::new(Nanos::ZERO),
+                zone_job_error: RefCell::new(None),
             }),
         }
     }
@@ -678,6 +707,21 @@ impl Fs {
                 ssa_parts.push((seg as u32, part, decode_ssa(&b, seg as u32, part, count)?));
             }
         }
+        // Zones a log was writing by threaded logging: finished, so the device plugs what the
+        // log skipped; the log moves on to another zone.
+        let tl_open: Vec<u32> = {
+            let d = inner.dev.stack.device().borrow();
+            let z = d.zoned().expect("mounted on a zoned device");
+            (0..sb.main_zones)
+                .filter(|&i| z.is_tl_open(layout.zone_id(i)))
+                .collect()
+        };
+        for z in tl_open {
+            inner
+                .dev
+                .zone(ZoneAction::Finish, layout.zone_start(z))
+                .await?;
+        }
         let zone_states: Vec<(ZoneState, u64)> = {
             let d = inner.dev.stack.device().borrow();
             let z = d.zoned().expect("mounted on a zoned device");
@@ -715,6 +759,7 @@ impl Fs {
                 segs.wp[z as usize] = written.min(layout.blocks_per_zone as u64) as u32;
                 if let Some(t) = cp.cursegs.iter().position(|c| c.zone == z) {
                     segs.zones[z as usize] = ZoneUse::Log(Temp::ALL[t]);
+                    segs.zone_temp[z as usize] = Some(Temp::ALL[t]);
                     segs.logs[t] = Some(crate::ondisk::CursegState {
                         zone: z,
                         offset: segs.wp[z as usize],
@@ -855,6 +900,28 @@ impl Fs {
     }
 
     async fn balance(&self) -> FsResult<()> {
+        // Periodic checkpointing (seed 000 §3.3.2): pre-invalid blocks cannot be reused by
+        // threaded logging until a checkpoint stops referencing them.
+        if let Some(tl) = self.inner.policy.threaded_logging() {
+            let over = |fs: &Fs| {
+                fs.inner
+                    .st
+                    .borrow()
+                    .segs
+                    .threaded
+                    .as_ref()
+                    .is_some_and(|th| {
+                        th.pre_invalid_blocks() * BLOCK as u64 > tl.checkpoint_pre_invalid_bytes
+                    })
+            };
+            if over(self) {
+                let _gc = self.inner.gc_lock.lock().await;
+                if over(self) {
+                    self.checkpoint().await?;
+                    self.inner.st.borrow_mut().stats.periodic_checkpoints += 1;
+                }
+            }
+        }
         loop {
             let need = {
                 let st = self.inner.st.borrow();
@@ -1389,9 +1456,7 @@ impl Fs {
                 let Some(data) = st.cache.take_dirty(ino, idx) else {
                     continue;
                 };
-                let Some(new) = st.segs.alloc(temp) else {
-                    return Err(FsError::NoSpace);
-                };
+                let new = self.take_block(st, temp)?;
                 let n = st.cache.node_mut(nid).expect("resident: checked above");
                 if n.addrs.len() <= slot {
                     n.addrs.resize(slot + 1, NULL_ADDR);
@@ -1436,6 +1501,7 @@ impl Fs {
             if let Some((start, v)) = run.take() {
                 handles.push(self.inner.dev.write(start as u64, pages_data(v), class));
             }
+            self.issue_zone_jobs(st);
         }
         join_all(handles).await
     }
@@ -1487,9 +1553,7 @@ impl Fs {
             } else {
                 node_temp(&node, is_dir)
             };
-            let Some(new) = st.segs.alloc(temp) else {
-                return Err(FsError::NoSpace);
-            };
+            let new = self.take_block(st, temp)?;
             let old = st.nat.entries[nid as usize].addr;
             st.segs.invalidate(old, t);
             st.segs.validate(new, Summary { nid, ofs: 0 }, t);
@@ -1508,6 +1572,7 @@ impl Fs {
                     .dev
                     .write(new as u64, OwnedData::Bytes(bytes), Traffic::Node),
             );
+            self.issue_zone_jobs(st);
         }
         join_all(handles).await
     }
@@ -1688,6 +1753,9 @@ impl Fs {
     }
 
     async fn checkpoint_locked(&self) -> FsResult<()> {
+        if let Some(e) = self.inner.zone_job_error.borrow_mut().take() {
+            return Err(e);
+        }
         // Directory blocks first (F2FS syncs dentries at a checkpoint), then nodes.
         let dirs: Vec<Ino> = {
             let st = self.inner.st.borrow();
@@ -1753,6 +1821,8 @@ impl Fs {
             }
             // Roll-forward starts where the warm node log continues: give it a zone now.
             st.segs.ensure_zone(Temp::WarmNode);
+            self.issue_zone_jobs(st);
+            st.segs.checkpoint_begins();
             st.renamed_since_cp.clear();
             st.created_since_cp.clear();
             let mut cursegs = [crate::ondisk::CursegState {
@@ -1796,7 +1866,8 @@ impl Fs {
         }
         join_all(handles).await?;
         self.inner.dev.flush().await?;
-        // Durable now: emptied zones are free and freed node ids reusable.
+        // Durable now: emptied zones are free, freed node ids and pre-invalid blocks reusable.
+        self.inner.st.borrow_mut().segs.checkpoint_durable();
         for z in prefree {
             let left = self.inner.st.borrow().segs.zone_valid(z);
             assert_eq!(left, 0, "cleaned zone {z} still holds {left} valid blocks");
@@ -1821,6 +1892,55 @@ impl Fs {
         Ok(())
     }
 
+    /// Takes the next block of log `t`. A TL_open the log's move to another zone needs is
+    /// issued now, before the block's write (which the caller issues next); the finish of the
+    /// zone it left waits for [`Fs::issue_zone_jobs`], which callers call once they have
+    /// issued the writes of the blocks they took (the finish must come after those).
+    fn take_block(&self, st: &mut State, t: Temp) -> FsResult<BlkAddr> {
+        let a = st.segs.alloc(t).ok_or(FsError::NoSpace)?;
+        self.issue_zone_jobs_where(st, |j| matches!(j, ZoneJob::TlOpen { .. }));
+        Ok(a)
+    }
+
+    /// Issues the TL_opens and finishes threaded logging asked for; a failure is reported by
+    /// the next checkpoint.
+    fn issue_zone_jobs(&self, st: &mut State) {
+        self.issue_zone_jobs_where(st, |_| true);
+    }
+
+    fn issue_zone_jobs_where(&self, st: &mut State, now: impl Fn(&ZoneJob) -> bool) {
+        let Some(th) = &mut st.segs.threaded else {
+            return;
+        };
+        if th.jobs.is_empty() {
+            return;
+        }
+        let (go, stay): (Vec<ZoneJob>, Vec<ZoneJob>) = std::mem::take(&mut th.jobs)
+            .into_iter()
+            .partition(|j| now(j));
+        th.jobs = stay;
+        for job in go {
+            let handle = match job {
+                ZoneJob::TlOpen { zone, skip } => self
+                    .inner
+                    .dev
+                    .tl_open(st.segs.layout.zone_start(zone), skip),
+                ZoneJob::Finish { zone } => self
+                    .inner
+                    .dev
+                    .zone_cmd(ZoneAction::Finish, st.segs.layout.zone_start(zone)),
+            };
+            let inner = Rc::downgrade(&self.inner);
+            self.inner.sim.spawn(async move {
+                if let Err(e) = handle.await
+                    && let Some(i) = inner.upgrade()
+                {
+                    i.zone_job_error.borrow_mut().get_or_insert(e);
+                }
+            });
+        }
+    }
+
     // ---- cleaning ----
 
     /// Cleans one zone. Returns false when no zone would free space.
@@ -1836,7 +1956,11 @@ impl Fs {
             v.pick(&st.segs, now_ns(&self.inner.sim))
         };
         let Some(z) = victim else { return Ok(false) };
+        self.inner.st.borrow_mut().segs.cleaning = Some(z);
         let layout = self.inner.st.borrow().segs.layout.clone();
+        // Writes to the victim still on their way complete first (it just filled, or a log
+        // just left it).
+        self.inner.dev.quiesce(layout.zone_start(z)).await;
         // Init: the victim's summary blocks, and its valid blocks' owners.
         let first_seg = z * layout.sb.segs_per_zone;
         for s in 0..layout.sb.segs_per_zone {
@@ -2002,7 +2126,11 @@ impl Fs {
             }
         };
         let t_write = self.inner.sim.now();
-        self.inner.st.borrow_mut().segs.zones[z as usize] = ZoneUse::Prefree;
+        {
+            let mut st = self.inner.st.borrow_mut();
+            st.segs.zones[z as usize] = ZoneUse::Prefree;
+            st.segs.cleaning = None;
+        }
         // Checkpoint phase: makes the moves durable; the zone is then reset and free. It waits
         // for the device's copies to complete first (the paper counts that wait in the
         // checkpoint phase, §4.1 Fig. 6).
@@ -2010,10 +2138,18 @@ impl Fs {
             h.await?;
         }
         let _all = self.inner.cp_lock.acquire(CP_SHARES).await;
+        let before = self.inner.dev.traffic();
         self.checkpoint_locked().await?;
         drop(_all);
         let t_cp = self.inner.sim.now();
         let mut st = self.inner.st.borrow_mut();
+        // HSR's alpha: node and metadata blocks written per block moved (seed 000 §3.3.2).
+        if let Some(th) = &mut st.segs.threaded {
+            let after = self.inner.dev.traffic();
+            let meta = (after.node + after.meta + after.checkpoint)
+                - (before.node + before.meta + before.checkpoint);
+            th.hsr.observe_alpha(meta / BLOCK as u64, moved);
+        }
         st.stats.zones_cleaned += 1;
         st.stats.blocks_moved += moved;
         if foreground {
@@ -2108,7 +2244,7 @@ impl Fs {
             }
             let mut dsts = Vec::with_capacity(srcs.len());
             for _ in 0..srcs.len() {
-                dsts.push(st.segs.alloc(temp).ok_or(FsError::NoSpace)?);
+                dsts.push(self.take_block(st, temp)?);
             }
             let from: Vec<BlkAddr> = srcs.iter().map(|s| s.0).collect();
             let to = assign_destinations(&from, &dsts, copy.allocation, &self.inner.dev);
@@ -2134,7 +2270,9 @@ impl Fs {
         }
         let n = pairs.len() as u64;
         st.stats.blocks_copied_in_device += n;
-        Ok((self.inner.dev.compact(pairs), n))
+        let copy = self.inner.dev.compact(pairs);
+        self.issue_zone_jobs(st);
+        Ok((copy, n))
     }
 
     // ---- public extras ----
@@ -2153,6 +2291,9 @@ impl Fs {
         let st = self.inner.st.borrow();
         let mut s = st.stats.clone();
         s.traffic = self.inner.dev.traffic();
+        if let Some(th) = &st.segs.threaded {
+            s.threaded = th.stats;
+        }
         s
     }
 

@@ -3,7 +3,9 @@
 use crate::dev::Devices;
 use crate::fs::{Fs, FsOptions};
 use crate::layout::FormatOptions;
-use crate::policy::{Allocation, CachedPages, F2fs, InStorage, Izc, Policy};
+use crate::policy::{
+    Allocation, CachedPages, F2fs, InStorage, Izc, Policy, ThreadedLogging, ZnsPlus,
+};
 use crate::vfs::{FileKind, FileSystem, FsError, ROOT_INO, SetAttr};
 use std::rc::Rc;
 use zonelab_device::{
@@ -237,6 +239,49 @@ fn overwrites_at_high_utilization_clean_zones_and_keep_data() {
     }
 }
 
+fn znsplus_policy() -> Box<dyn Policy> {
+    Box::new(ZnsPlus {
+        copy: InStorage {
+            cached: CachedPages::Host,
+            allocation: Allocation::CopybackAware,
+        },
+        threaded: ThreadedLogging {
+            checkpoint_pre_invalid_bytes: 1 << 20,
+            plugging_share: 0.9,
+        },
+    })
+}
+
+/// ZNS+ (seed 000 §3.2.2, §3.3.2): logs reopen dirty zones with TL_open and the device plugs
+/// the blocks they skip; data reads back and fsck is clean, also after a remount.
+#[test]
+fn threaded_logging_reuses_dirty_zones() {
+    for payload in [PayloadMode::Full, PayloadMode::Fingerprint] {
+        let (sim, stack) = small_device(payload);
+        let st = overwrite_and_clean(
+            sim.clone(),
+            Devices::from(stack.clone()),
+            payload,
+            znsplus_policy(),
+        );
+        assert!(st.threaded.tl_opens > 0, "{st:?}");
+        assert!(st.threaded.tl_blocks > 0, "{st:?}");
+        let plus = stack.device().borrow().zoned().unwrap().znsplus_counters();
+        assert!(plus.tl_opens > 0, "{plus:?}");
+        assert!(
+            plus.plugged_blocks_background + plus.plugged_blocks_on_demand > 0,
+            "{plus:?}"
+        );
+        let s = sim.clone();
+        let d = Devices::from(stack);
+        run(&sim, async move {
+            let fs = remount(&s, &d).await;
+            let problems = fs.check().await.unwrap();
+            assert!(problems.is_empty(), "{problems:?}");
+        });
+    }
+}
+
 /// IZC (seed 000 §3.2.1) with each cached-page choice and allocation: the device copies the
 /// blocks, data reads back, fsck is clean; copyback-aware allocation makes copybacks where
 /// copyback-unaware allocation makes fewer.
@@ -350,10 +395,22 @@ fn overwrite_and_clean(
                 let f = (x >> 33) as usize % files;
                 gens[f] += 1;
                 fs.write(inos[f], 0, content(f, gens[f])).await.unwrap();
+                if x.is_multiple_of(7) {
+                    let g = (x >> 40) as usize % files;
+                    let got = fs.read(inos[g], 0, 65536).await.unwrap();
+                    assert!(
+                        got == content(g, gens[g]),
+                        "file {g} generation {}",
+                        gens[g]
+                    );
+                }
             }
             fs.sync().await.unwrap();
             let st = fs.stats();
-            assert!(st.zones_cleaned > 0 && st.zone_resets > 0, "{st:?}");
+            assert!(
+                (st.zones_cleaned > 0 && st.zone_resets > 0) || st.threaded.tl_opens > 0,
+                "{st:?}"
+            );
             assert!(
                 st.traffic.gc_host_write + st.traffic.gc_device_copy > 0,
                 "{st:?}"

@@ -4,7 +4,8 @@
 
 use crate::layout::Layout;
 use crate::ondisk::{BlkAddr, CursegState, NULL_ADDR, SitEntry, Summary};
-use std::collections::BTreeSet;
+use crate::policy::Hsr;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The six logs, in checkpoint order (F2FS's CURSEG_* numbering).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -62,6 +63,85 @@ pub struct Segments {
     pub free_zones: BTreeSet<u32>,
     /// Valid blocks in the main area.
     pub valid_blocks: u64,
+    /// The log that last wrote each zone (F2FS keeps the segment type in the SIT; here it is
+    /// known for zones written since mount).
+    pub zone_temp: Vec<Option<Temp>>,
+    /// The zone being cleaned (no log may reopen it).
+    pub cleaning: Option<u32>,
+    /// Threaded logging, under the znsplus policy.
+    pub threaded: Option<Threaded>,
+}
+
+/// A device command the file system owes a zone after handing out blocks: issued by the
+/// caller of [`Segments::alloc`] before the writes of those blocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ZoneJob {
+    /// TL_open the zone with this bitmap of blocks the log skips (seed 000 §3.2.2).
+    TlOpen { zone: u32, skip: Vec<bool> },
+    /// Finish the zone once its writes are done: a log left it with blocks it skipped.
+    Finish { zone: u32 },
+}
+
+/// Threaded logging with hybrid segment recycling (seed 000 §3.2.2, §3.3.2): when free zones
+/// run low, a log may reopen one of its own type's dirty zones with TL_open and write into
+/// its invalid blocks (the device plugs the rest) instead of taking a free zone.
+pub struct Threaded {
+    pub hsr: Hsr,
+    /// Logs consider threaded logging while fewer zones than this are free.
+    pub below_free: u32,
+    /// Blocks invalidated since the last checkpoint ("pre-invalid", §3.3.2): the checkpoint
+    /// still references them, so no log may overwrite them.
+    pre_invalid: BTreeSet<BlkAddr>,
+    /// Those of a checkpoint in progress (reusable once it is durable).
+    pre_invalid_cp: BTreeSet<BlkAddr>,
+    pre_invalid_zone: Vec<u32>,
+    /// Per log: the blocks its threaded-logging zone skips; and those of its next zone.
+    skip: [Option<Vec<bool>>; 6],
+    next_skip: [Option<Vec<bool>>; 6],
+    /// Per zone: blocks valid at its last TL_open, and those of them valid at the TL_open
+    /// before (cold), for B_cold and the profiling of beta.
+    last_open: BTreeMap<u32, (Vec<bool>, Vec<bool>)>,
+    pub jobs: Vec<ZoneJob>,
+    pub stats: ThreadedStats,
+}
+
+/// What threaded logging did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ThreadedStats {
+    /// Zones reopened by TL_open.
+    pub tl_opens: u64,
+    /// Blocks the logs wrote into them.
+    pub tl_blocks: u64,
+    /// Blocks they skipped (valid or pre-invalid: plugged by the device).
+    pub skipped_blocks: u64,
+    /// Times hybrid segment recycling chose segment compaction over a threaded-logging zone.
+    pub compaction_preferred: u64,
+}
+
+impl Threaded {
+    pub fn new(hsr: Hsr, below_free: u32, zones: usize) -> Threaded {
+        Threaded {
+            hsr,
+            below_free,
+            pre_invalid: BTreeSet::new(),
+            pre_invalid_cp: BTreeSet::new(),
+            pre_invalid_zone: vec![0; zones],
+            skip: Default::default(),
+            next_skip: Default::default(),
+            last_open: BTreeMap::new(),
+            jobs: Vec::new(),
+            stats: ThreadedStats::default(),
+        }
+    }
+
+    /// Pre-invalid blocks now.
+    pub fn pre_invalid_blocks(&self) -> u64 {
+        (self.pre_invalid.len() + self.pre_invalid_cp.len()) as u64
+    }
+
+    fn is_pre_invalid(&self, a: BlkAddr) -> bool {
+        self.pre_invalid.contains(&a) || self.pre_invalid_cp.contains(&a)
+    }
 }
 
 impl Segments {
@@ -82,6 +162,9 @@ impl Segments {
             next_zone: [None; 6],
             free_zones: (0..zones as u32).collect(),
             valid_blocks: 0,
+            zone_temp: vec![None; zones],
+            cleaning: None,
+            threaded: None,
             layout,
         }
     }
@@ -131,6 +214,31 @@ impl Segments {
     pub fn invalidate(&mut self, a: BlkAddr, now: u64) {
         if a != NULL_ADDR {
             self.mark(a, false, now);
+            if let Some(th) = &mut self.threaded
+                && th.pre_invalid.insert(a)
+            {
+                let (z, _) = self.layout.locate(a).expect("checked in mark");
+                th.pre_invalid_zone[z as usize] += 1;
+            }
+        }
+    }
+
+    /// A checkpoint is being written: the blocks pre-invalid now become reusable when it is
+    /// durable ([`Segments::checkpoint_durable`]).
+    pub fn checkpoint_begins(&mut self) {
+        if let Some(th) = &mut self.threaded {
+            let now = std::mem::take(&mut th.pre_invalid);
+            th.pre_invalid_cp.extend(now);
+        }
+    }
+
+    /// The checkpoint begun last is durable.
+    pub fn checkpoint_durable(&mut self) {
+        if let Some(th) = &mut self.threaded {
+            for a in std::mem::take(&mut th.pre_invalid_cp) {
+                let (z, _) = self.layout.locate(a).expect("a main-area block");
+                th.pre_invalid_zone[z as usize] -= 1;
+            }
         }
     }
 
@@ -146,40 +254,48 @@ impl Segments {
         self.ssa[self.layout.main_index(z, off)]
     }
 
-    /// Takes the next block of log `t`, opening a free zone when its zone is full. `None`
-    /// when no zone is free (the caller cleans first; running out is a bug in the reserve).
+    /// Takes the next block of log `t`, moving the log to another zone when its zone has no
+    /// block left (a free zone, or under threaded logging possibly a dirty zone of its type,
+    /// see [`Segments::choose_zone`]). `None` when no zone is free (the caller cleans first;
+    /// running out is a bug in the reserve). Device commands the move needs are left in
+    /// `threaded.jobs` for the caller to issue before the block's write.
     pub fn alloc(&mut self, t: Temp) -> Option<BlkAddr> {
         let bpz = self.layout.blocks_per_zone;
-        let need_zone = match self.logs[t as usize] {
-            Some(c) => c.offset >= bpz,
-            None => true,
-        };
-        if need_zone {
-            if let Some(c) = self.logs[t as usize].take() {
-                self.zones[c.zone as usize] = ZoneUse::Used;
-            }
-            let z = match self.next_zone[t as usize].take() {
-                Some(z) => z,
-                None => self.free_zones.pop_first()?,
+        if self.logs[t as usize].is_none_or(|c| c.offset >= bpz) {
+            self.leave_zone(t);
+            let (z, skip) = match self.next_zone[t as usize].take() {
+                Some(z) => (z, self.take_next_skip(t)),
+                None => self.choose_zone(t)?,
             };
-            self.zones[z as usize] = ZoneUse::Log(t);
-            self.logs[t as usize] = Some(CursegState { zone: z, offset: 0 });
+            self.enter_zone(t, z, skip);
         }
-        let c = self.logs[t as usize].as_mut().expect("log has a zone");
+        let c = self.logs[t as usize].expect("log has a zone");
         assert_eq!(
             self.wp[c.zone as usize], c.offset,
             "log {t:?} out of step with zone {} write pointer",
             c.zone
         );
         let a = self.layout.addr(c.zone, c.offset);
-        c.offset += 1;
-        self.wp[c.zone as usize] = c.offset;
-        if c.offset == bpz
+        let next = self.next_free(t, c.offset + 1);
+        self.logs[t as usize] = Some(CursegState {
+            zone: c.zone,
+            offset: next,
+        });
+        self.wp[c.zone as usize] = next;
+        if let Some(th) = &mut self.threaded
+            && th.skip[t as usize].is_some()
+        {
+            th.stats.tl_blocks += 1;
+        }
+        if next == bpz
             && self.next_zone[t as usize].is_none()
-            && let Some(n) = self.free_zones.pop_first()
+            && let Some((n, skip)) = self.choose_zone(t)
         {
             self.zones[n as usize] = ZoneUse::Log(t);
             self.next_zone[t as usize] = Some(n);
+            if let Some(th) = &mut self.threaded {
+                th.next_skip[t as usize] = skip;
+            }
         }
         Some(a)
     }
@@ -190,17 +306,181 @@ impl Segments {
         if self.logs[t as usize].is_some_and(|c| c.offset < bpz) {
             return;
         }
+        self.leave_zone(t);
+        let z = match self.next_zone[t as usize].take() {
+            Some(z) => Some((z, self.take_next_skip(t))),
+            None => self.choose_zone(t),
+        };
+        if let Some((z, skip)) = z {
+            self.enter_zone(t, z, skip);
+        }
+    }
+
+    fn take_next_skip(&mut self, t: Temp) -> Option<Vec<bool>> {
+        self.threaded
+            .as_mut()
+            .and_then(|th| th.next_skip[t as usize].take())
+    }
+
+    /// Log `t` leaves its zone (if it has one), which is now written as far as the log goes; a
+    /// threaded-logging zone is finished so the device plugs its remaining blocks.
+    fn leave_zone(&mut self, t: Temp) {
         if let Some(c) = self.logs[t as usize].take() {
             self.zones[c.zone as usize] = ZoneUse::Used;
+            if let Some(th) = &mut self.threaded
+                && th.skip[t as usize].take().is_some()
+            {
+                th.jobs.push(ZoneJob::Finish { zone: c.zone });
+            }
         }
-        let z = match self.next_zone[t as usize].take() {
-            Some(z) => Some(z),
-            None => self.free_zones.pop_first(),
+    }
+
+    /// Log `t` starts writing zone `z` (a free zone, or with `skip` a dirty zone reopened for
+    /// threaded logging).
+    fn enter_zone(&mut self, t: Temp, z: u32, skip: Option<Vec<bool>>) {
+        self.zones[z as usize] = ZoneUse::Log(t);
+        self.zone_temp[z as usize] = Some(t);
+        let offset = match (&mut self.threaded, skip) {
+            (Some(th), Some(skip)) => {
+                let first = skip.iter().position(|&s| !s).unwrap_or(skip.len()) as u32;
+                th.stats.tl_opens += 1;
+                th.stats.skipped_blocks += skip.iter().filter(|&&s| s).count() as u64;
+                th.jobs.push(ZoneJob::TlOpen {
+                    zone: z,
+                    skip: skip.clone(),
+                });
+                th.skip[t as usize] = Some(skip);
+                first
+            }
+            _ => 0,
         };
-        if let Some(z) = z {
-            self.zones[z as usize] = ZoneUse::Log(t);
-            self.logs[t as usize] = Some(CursegState { zone: z, offset: 0 });
+        self.wp[z as usize] = offset;
+        self.logs[t as usize] = Some(CursegState { zone: z, offset });
+    }
+
+    /// The first block at or after `from` log `t` may write in its zone (the zone's size when
+    /// none is left).
+    fn next_free(&self, t: Temp, from: u32) -> u32 {
+        let bpz = self.layout.blocks_per_zone;
+        match self
+            .threaded
+            .as_ref()
+            .and_then(|th| th.skip[t as usize].as_ref())
+        {
+            Some(skip) => (from..bpz).find(|&o| !skip[o as usize]).unwrap_or(bpz),
+            None => from.min(bpz),
         }
+    }
+
+    /// The zone log `t` moves to, with the blocks it must skip when it is a dirty zone
+    /// reopened for threaded logging. While free zones are plenty, a free zone (append
+    /// logging). Below `threaded.below_free`, hybrid segment recycling (seed 000 §3.3.2)
+    /// weighs the cheapest threaded-logging zone of the log's type,
+    /// `C_TL = f_plugging(N_pre-inv + N_valid)`, against the zone segment compaction would
+    /// clean, `C_SC = f_copy(N_valid) + f_write(alpha N_valid) - f_plugging(beta N_cold)`; a
+    /// free zone is taken when compaction is cheaper (the cleaner then reclaims). With no free
+    /// zone left, threaded logging it is.
+    fn choose_zone(&mut self, t: Temp) -> Option<(u32, Option<Vec<bool>>)> {
+        let free = self.free_zones.len() as u32;
+        if let Some(th) = &self.threaded
+            && free < th.below_free
+            && let Some((z, keep)) = self.threaded_candidate(t)
+        {
+            let sc = self.compaction_victim().map(|v| {
+                let valid = self.zone_valid(v) as u64;
+                (valid, self.cold_blocks(v))
+            });
+            let th = self.threaded.as_ref().expect("checked");
+            let tl_cost = th.hsr.threaded_logging_cost(keep);
+            let prefer_tl = free == 0
+                || sc.is_none_or(|(valid, cold)| tl_cost <= th.hsr.compaction_cost(valid, cold));
+            if prefer_tl {
+                return Some((z, Some(self.open_for_threaded_logging(z))));
+            }
+            self.threaded
+                .as_mut()
+                .expect("checked")
+                .stats
+                .compaction_preferred += 1;
+        }
+        self.free_zones.pop_first().map(|z| (z, None))
+    }
+
+    /// The zone of log `t`'s type with the fewest blocks to skip (valid or pre-invalid), if one
+    /// has a block to write, and that count.
+    fn threaded_candidate(&self, t: Temp) -> Option<(u32, u64)> {
+        let th = self.threaded.as_ref()?;
+        let bpz = self.layout.blocks_per_zone as u64;
+        (0..self.zones.len() as u32)
+            .filter(|&z| {
+                self.zones[z as usize] == ZoneUse::Used
+                    && self.zone_temp[z as usize] == Some(t)
+                    && self.cleaning != Some(z)
+            })
+            .map(|z| {
+                let keep = self.zone_valid(z) as u64 + th.pre_invalid_zone[z as usize] as u64;
+                (z, keep)
+            })
+            .filter(|&(_, keep)| keep < bpz)
+            .min_by_key(|&(z, keep)| (keep, z))
+    }
+
+    /// The zone greedy segment compaction would clean.
+    fn compaction_victim(&self) -> Option<u32> {
+        let cap = self.layout.blocks_per_zone;
+        self.candidates()
+            .filter(|&z| self.cleaning != Some(z))
+            .map(|z| (self.zone_valid(z), z))
+            .filter(|&(v, _)| v < cap)
+            .min()
+            .map(|(_, z)| z)
+    }
+
+    /// N_cold of zone `z`: blocks valid at its last TL_open and still valid (§3.3.2).
+    fn cold_blocks(&self, z: u32) -> u64 {
+        let Some(th) = &self.threaded else { return 0 };
+        th.last_open.get(&z).map_or(0, |(valid, _)| {
+            valid
+                .iter()
+                .enumerate()
+                .filter(|&(o, &v)| v && self.is_valid(self.layout.addr(z, o as u32)))
+                .count() as u64
+        })
+    }
+
+    /// Reopens Used zone `z` for threaded logging: the blocks to skip (valid and pre-invalid),
+    /// and the profiling of beta (the share of a zone's cold blocks still valid at its next
+    /// TL_open).
+    fn open_for_threaded_logging(&mut self, z: u32) -> Vec<bool> {
+        let bpz = self.layout.blocks_per_zone;
+        let valid: Vec<bool> = (0..bpz)
+            .map(|o| self.is_valid(self.layout.addr(z, o)))
+            .collect();
+        let th = self.threaded.as_mut().expect("threaded logging is on");
+        let skip: Vec<bool> = valid
+            .iter()
+            .enumerate()
+            .map(|(o, &v)| v || th.is_pre_invalid(self.layout.addr(z, o as u32)))
+            .collect();
+        let cold: Vec<bool> = match th.last_open.get(&z) {
+            Some((prev_valid, prev_cold)) => {
+                let was = prev_cold.iter().filter(|&&c| c).count() as u64;
+                let still = prev_cold
+                    .iter()
+                    .zip(&valid)
+                    .filter(|&(&c, &v)| c && v)
+                    .count() as u64;
+                th.hsr.observe_beta(still, was);
+                prev_valid
+                    .iter()
+                    .zip(&valid)
+                    .map(|(&p, &v)| p && v)
+                    .collect()
+            }
+            None => vec![false; bpz as usize],
+        };
+        th.last_open.insert(z, (valid, cold));
+        skip
     }
 
     /// The address log `t` will write next (for node footers' `next` link), or NULL when it
@@ -210,7 +490,16 @@ impl Segments {
             (Some(c), _) if c.offset < self.layout.blocks_per_zone => {
                 self.layout.addr(c.zone, c.offset)
             }
-            (_, Some(n)) => self.layout.addr(n, 0),
+            (_, Some(n)) => {
+                let first = self
+                    .threaded
+                    .as_ref()
+                    .and_then(|th| th.next_skip[t as usize].as_ref())
+                    .map_or(0, |skip| {
+                        skip.iter().position(|&s| !s).unwrap_or(skip.len()) as u32
+                    });
+                self.layout.addr(n, first)
+            }
             _ => NULL_ADDR,
         }
     }
