@@ -681,10 +681,18 @@ fn oltp_runs_verify_and_flush_through_the_doublewrite_buffer() {
             let sim = Sim::new();
             let fs = memfs(&sim, mode, 64 << 20, Nanos::from_us(20));
             let n = 1_500;
-            let r = run_on(fs, &sim, small_oltp(kind), cfg(mode, 3, Some(RunLength::Ops(n))))
-                .unwrap_or_else(|e| panic!("{kind} {mode:?}: {e}"));
+            let r = run_on(
+                fs,
+                &sim,
+                small_oltp(kind),
+                cfg(mode, 3, Some(RunLength::Ops(n))),
+            )
+            .unwrap_or_else(|e| panic!("{kind} {mode:?}: {e}"));
             assert_eq!(r.workload, kind);
-            assert_eq!(r.throughput.ops, n, "{kind}: transactions are the operations");
+            assert_eq!(
+                r.throughput.ops, n,
+                "{kind}: transactions are the operations"
+            );
             assert_eq!(r.threads, 4);
             assert_eq!(r.verify.mismatches, 0);
             assert!(r.verify.reads_checked > 100, "{kind}: {:?}", r.verify);
@@ -777,7 +785,11 @@ fn oltp_transaction_mixes_come_out() {
         // Zipfian keys: the pool holds the hot records.
         let hits = counter(&r, "buffer_pool_hits") as f64;
         let misses = counter(&r, "buffer_pool_misses") as f64;
-        assert!(hits / (hits + misses) > 0.5, "{kind}: hit ratio {}", hits / (hits + misses));
+        assert!(
+            hits / (hits + misses) > 0.5,
+            "{kind}: hit ratio {}",
+            hits / (hits + misses)
+        );
     }
 }
 
@@ -819,7 +831,10 @@ fn every_commit_syncs_the_redo_log_and_concurrent_commits_share_it() {
     let many = go("16");
     let commits = counter(&many, "commits");
     let fsyncs = counter(&many, "redo_fsyncs");
-    assert!(fsyncs * 2 < commits, "{fsyncs} fsyncs for {commits} commits");
+    assert!(
+        fsyncs * 2 < commits,
+        "{fsyncs} fsyncs for {commits} commits"
+    );
     assert!(fsyncs > 0);
 }
 
@@ -841,7 +856,11 @@ fn a_small_redo_log_forces_checkpoints_and_flushing() {
     // The log wraps many times; user threads stop at the sync limit and the cleaner flushes
     // the oldest pages to move the checkpoint.
     let cap = counter(&r, "log_capacity_bytes");
-    assert!(counter(&r, "redo_bytes_written") > 3 * cap, "{:?}", r.counters);
+    assert!(
+        counter(&r, "redo_bytes_written") > 3 * cap,
+        "{:?}",
+        r.counters
+    );
     assert!(counter(&r, "sync_flush_waits") > 0, "{:?}", r.counters);
     assert!(counter(&r, "checkpoints") > 3);
     assert!(counter(&r, "flush_list_pages") > 0);
@@ -869,7 +888,10 @@ fn oltp_corrupted_page_reads_are_caught() {
         let FsWorkloadError::Mismatch { file, offset, .. } = &err else {
             panic!("{kind}: expected a mismatch, got {err}");
         };
-        assert!(file.starts_with("/mysql/") && file.ends_with(".ibd"), "{file}");
+        assert!(
+            file.starts_with("/mysql/") && file.ends_with(".ibd"),
+            "{file}"
+        );
         assert_eq!(offset % 4096, 0);
     }
 }
@@ -906,7 +928,10 @@ fn oltp_parameters_are_checked() {
             other => panic!("{sets:?}: {other:?}"),
         }
     }
-    assert!(matches!(try_run(&[], None), Err(FsWorkloadError::Config(_))));
+    assert!(matches!(
+        try_run(&[], None),
+        Err(FsWorkloadError::Config(_))
+    ));
 }
 
 #[test]

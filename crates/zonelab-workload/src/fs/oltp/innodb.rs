@@ -111,6 +111,19 @@ impl EngineCfg {
     }
 }
 
+/// The outcome of one attempt at a page access.
+enum Next {
+    Done,
+    /// The page is being read, or written while the access would change it.
+    WaitIo,
+    /// The change does not fit in the redo log before the checkpoint.
+    WaitLog,
+    /// No free frame and no clean page to evict.
+    NeedFrame,
+    /// The page was not in the pool: read it into this frame.
+    Read(u32),
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Io {
     None,
@@ -419,53 +432,59 @@ impl<F: FileSystem + 'static> InnoDb<F> {
             if self.ctx.stopped() {
                 return Err(Halt::Done);
             }
-            let mut bp = self.pool.borrow_mut();
-            if let Some(&f) = bp.map.get(&st.page) {
-                let io = bp.frames[f as usize].io;
-                if io == Io::Read || (io == Io::Write && st.access != Access::Read) {
-                    drop(bp);
+            match self.try_access(st, read == 0) {
+                Next::Done => return Ok(read),
+                Next::WaitIo => {
                     self.count("page_io_waits", 1);
                     self.wait().await?;
-                    continue;
                 }
-                if st.access != Access::Read {
-                    let Some(lsn) = self.try_append(st.redo as u64) else {
-                        drop(bp);
-                        self.wait_log_space().await?;
-                        continue;
-                    };
-                    bp.set_dirty(f, lsn);
+                Next::WaitLog => self.wait_log_space().await?,
+                Next::NeedFrame => self.free_a_page().await?,
+                Next::Read(f) => {
+                    self.count("buffer_pool_misses", 1);
+                    read += self.read_page(st.page).await?;
+                    self.pool.borrow_mut().end_read(f);
+                    self.ctx.notify.notify_all();
                 }
-                bp.touch(f);
-                if read == 0 {
-                    self.count("buffer_pool_hits", 1);
-                }
-                return Ok(read);
             }
-            let Some(f) = bp.take_frame() else {
-                drop(bp);
-                self.free_a_page().await?;
-                continue;
-            };
-            if st.access == Access::Create {
-                let Some(lsn) = self.try_append(st.redo as u64) else {
-                    bp.free.push(f);
-                    drop(bp);
-                    self.wait_log_space().await?;
-                    continue;
-                };
-                bp.install(f, st.page, Io::None);
-                bp.set_dirty(f, lsn);
-                self.count("pages_created", 1);
-                return Ok(0);
-            }
-            bp.install(f, st.page, Io::Read);
-            drop(bp);
-            self.count("buffer_pool_misses", 1);
-            read += self.read_page(st.page).await?;
-            self.pool.borrow_mut().end_read(f);
-            self.ctx.notify.notify_all();
         }
+    }
+
+    /// What [`InnoDb::access`] can do without waiting, done; or what it must wait for.
+    fn try_access(&self, st: Step1, count_hit: bool) -> Next {
+        let mut bp = self.pool.borrow_mut();
+        if let Some(&f) = bp.map.get(&st.page) {
+            let io = bp.frames[f as usize].io;
+            if io == Io::Read || (io == Io::Write && st.access != Access::Read) {
+                return Next::WaitIo;
+            }
+            if st.access != Access::Read {
+                let Some(lsn) = self.try_append(st.redo as u64) else {
+                    return Next::WaitLog;
+                };
+                bp.set_dirty(f, lsn);
+            }
+            bp.touch(f);
+            if count_hit {
+                self.count("buffer_pool_hits", 1);
+            }
+            return Next::Done;
+        }
+        let Some(f) = bp.take_frame() else {
+            return Next::NeedFrame;
+        };
+        if st.access == Access::Create {
+            let Some(lsn) = self.try_append(st.redo as u64) else {
+                bp.free.push(f);
+                return Next::WaitLog;
+            };
+            bp.install(f, st.page, Io::None);
+            bp.set_dirty(f, lsn);
+            self.count("pages_created", 1);
+            return Next::Done;
+        }
+        bp.install(f, st.page, Io::Read);
+        Next::Read(f)
     }
 
     async fn read_page(&self, page: PageId) -> Step<u64> {
@@ -488,8 +507,13 @@ impl<F: FileSystem + 'static> InnoDb<F> {
         {
             let spaces = self.spaces.borrow();
             let s = &spaces[page.space as usize];
-            self.ctx
-                .check_read(&|| path.clone(), s.uid, off, &got, Versions::PerBlock(&s.versions))?;
+            self.ctx.check_read(
+                &|| path.clone(),
+                s.uid,
+                off,
+                &got,
+                Versions::PerBlock(&s.versions),
+            )?;
         }
         self.count("page_reads", 1);
         self.count("bytes_read", p);

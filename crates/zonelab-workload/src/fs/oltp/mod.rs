@@ -77,8 +77,7 @@ pub mod tpcc;
 pub mod ycsb;
 
 use super::config::{
-    BLOCK, RunConfig, parse_bool, parse_bytes, parse_duration, parse_f64, parse_share,
-    parse_u64,
+    BLOCK, RunConfig, parse_bool, parse_bytes, parse_duration, parse_f64, parse_share, parse_u64,
 };
 use super::content::Versions;
 use super::engine::{Ctx, FsWorkloadError, FsWorkloadResult, Step};
@@ -142,7 +141,8 @@ pub struct OltpParams {
     pub bench: OltpBench,
     /// Client connections, one simulated thread each (16 for tpcc, 32 for YCSB).
     pub connections: u32,
-    /// Bytes of the tablespaces (the database); ignored when `utilization` is set.
+    /// Bytes of the tablespaces (the database); ignored when `utilization` is set (the report
+    /// gives the size used).
     pub db_size: u64,
     /// Size the files by capacity instead: all of them (tablespaces, ibdata1, redo log) take
     /// this share of the file system's statfs capacity.
@@ -277,9 +277,7 @@ impl OltpParams {
                 }
             }
             "io_capacity" | "innodb_io_capacity" => self.io_capacity = pos_u64(value)?,
-            "io_capacity_max" | "innodb_io_capacity_max" => {
-                self.io_capacity_max = pos_u64(value)?
-            }
+            "io_capacity_max" | "innodb_io_capacity_max" => self.io_capacity_max = pos_u64(value)?,
             "max_dirty_pages_pct" | "innodb_max_dirty_pages_pct" => {
                 let v = parse_f64(value)?;
                 if !(0.0..=99.999).contains(&v) {
@@ -341,7 +339,8 @@ fn auto_pool(db: u64) -> u64 {
 }
 
 fn auto_log(pool: u64) -> u64 {
-    let scaled = (DEFAULT_LOG_FILE as u128 * pool.min(PAPER_POOL) as u128 / PAPER_POOL as u128) as u64;
+    let scaled =
+        (DEFAULT_LOG_FILE as u128 * pool.min(PAPER_POOL) as u128 / PAPER_POOL as u128) as u64;
     scaled.max(MIN_LOG_FILE)
 }
 
@@ -442,6 +441,7 @@ fn resolve(params: &OltpParams, capacity: u64) -> Result<Layout, String> {
             p.log_files
         ));
     }
+    p.db_size = tables;
     p.buffer_pool = Some(pool);
     p.log_file_size = Some(log_file_size);
     p.lru_scan_depth = Some(p.lru_scan_depth.unwrap_or(pool_pages / 8).min(pool_pages));

@@ -153,10 +153,12 @@ pub fn table_pages(db: u64, page: u64, w: u32) -> Result<Vec<u32>, String> {
     let scale = db as f64 / total;
     let pages: Vec<u32> = TABLES
         .iter()
-        .map(|t| ((weight(t, w as u64) * scale / page as f64) as u64).clamp(1, u32::MAX as u64) as u32)
+        .map(|t| {
+            ((weight(t, w as u64) * scale / page as f64) as u64).clamp(1, u32::MAX as u64) as u32
+        })
         .collect();
     let sum: u64 = pages.iter().map(|&p| p as u64).sum();
-    if sum < 100 || pages.iter().any(|&p| p == 0) {
+    if sum < 100 || pages.contains(&0) {
         return Err(format!(
             "db_size {db} holds {sum} pages of {page} bytes for tpcc's nine tables; give it at \
              least 100 pages"
@@ -334,7 +336,14 @@ impl Tpcc {
         }
     }
 
-    fn customer(&self, rng: &mut SimRng, w: u64, d: u64, steps: &mut Vec<Step1>, modify: bool) -> u32 {
+    fn customer(
+        &self,
+        rng: &mut SimRng,
+        w: u64,
+        d: u64,
+        steps: &mut Vec<Step1>,
+        modify: bool,
+    ) -> u32 {
         let rows = self.w * 30_000;
         let tb = &self.tables[CUSTOMER];
         let data = ((tb.pages as f64 * (1.0 - CUSTOMER_INDEX)) as u32).max(1);
