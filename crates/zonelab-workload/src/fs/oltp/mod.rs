@@ -4,7 +4,7 @@
 //! 12 GB, 1 GB and 32 connections; the 16 GB file system 90% full).
 //!
 //! There is no SQL here: each transaction is planned as the list of 16 KiB pages its
-//! statements read and change ([`tpcc`], [`ycsb`]), and an InnoDB model ([`innodb`]) turns
+//! statements read and change ([`tpcc`], [`ycsb`]), and an InnoDB model (`innodb.rs`) turns
 //! those page accesses into file-system calls the way InnoDB 5.7 with its default settings
 //! does.
 //!
@@ -12,7 +12,9 @@
 //! - **Files** (`/mysql`): one `.ibd` file per table (`innodb_file_per_table`; tpcc's nine
 //!   tables sized in the proportions of a loaded tpcc-mysql database, YCSB's `usertable`), the
 //!   system tablespace `ibdata1` (12 MiB: system pages, the doublewrite area of 2 x 64 pages,
-//!   undo pages used circularly), and the redo log `ib_logfile0..` (2 x 48 MiB by default).
+//!   undo pages used circularly), and the redo log `ib_logfile0..` (2 x 48 MiB, InnoDB 5.7's
+//!   default, for a 1 GiB pool; scaled down with smaller pools, at least 4 MiB per file, so
+//!   the log keeps its share of the pool).
 //!   All are created and written in full before the run (the load), then synced. The
 //!   tablespaces together take `db_size`, or, with `utilization`, all files together take that
 //!   share of the file system's capacity (seed 000: 90%).
@@ -68,9 +70,12 @@
 //! The report counts transactions: `throughput.ops_per_sec` is transactions per second and
 //! `by_op` has one entry per transaction type (`new_order`, `payment`, `order_status`,
 //! `delivery`, `stock_level`; `read`, `update`, `read_modify_write`). `counters` has the
-//! engine's I/O over the measured window (page reads and writes, redo writes and fsyncs,
-//! doublewrite writes, data fsyncs, checkpoints, waits, buffer pool hits and misses), and
-//! `bytes_read`/`bytes_written` are every byte the engine moved in it.
+//! engine's I/O over the measured window (`page_reads`, `page_writes`, `redo_writes`,
+//! `redo_fsyncs`, `doublewrite_pages`, `data_fsyncs`, `fsyncs` (both kinds), `checkpoints`,
+//! `commits`, waits for I/O, log space and free pages, buffer-pool hits and misses), plus
+//! `log_capacity_bytes`, `max_checkpoint_age_bytes` and the pool's state at the end; and
+//! `bytes_read`/`bytes_written` are every byte the engine moved in the window, the cleaner's
+//! included (the denominator of `zonelab run`'s host write amplification).
 
 pub(crate) mod innodb;
 pub mod tpcc;
