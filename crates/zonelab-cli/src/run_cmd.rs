@@ -134,7 +134,8 @@ struct FsCfg {
     #[serde(default = "f2fs")]
     policy: String,
     /// Fileset size as a share of the file system's capacity (passed to the workload, which
-    /// draws files until they fill it; excludes `workload.params.nfiles`).
+    /// draws files until they fill it, or sizes an OLTP database to fill it; excludes
+    /// `workload.params.nfiles` and `workload.params.db_size`).
     utilization: Option<f64>,
     #[serde(default = "one_u32")]
     segs_per_zone: u32,
@@ -437,6 +438,13 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
                 "the experiment sizes the fileset twice: fs.utilization = {u} and \
                  workload.params.nfiles = {n}; keep one (utilization fills that share of the \
                  file system, nfiles sets the number of files)"
+            );
+        }
+        if let Some(n) = exp.workload.params.get("db_size") {
+            bail!(
+                "the experiment sizes the database twice: fs.utilization = {u} and \
+                 workload.params.db_size = {n}; keep one (utilization fills that share of the \
+                 file system with the database files, db_size sets the tablespaces' bytes)"
             );
         }
         w.set("utilization", &u.to_string())

@@ -1,6 +1,7 @@
 //! Every file-system workload through `zonelab run` on a small ZNS+ MLC device filled to 90%:
-//! reads verified, fsck clean, and for fileserver and varmail (issue 4's check) cleaning and
-//! zone resets in the measured window with write amplification explained by its parts.
+//! reads verified, fsck clean, and for fileserver, varmail (issue 4's check) and the OLTP kinds
+//! (tpcc, YCSB a and f) cleaning and zone resets in the measured window with write
+//! amplification explained by its parts.
 
 use serde_json::Value;
 use std::path::PathBuf;
@@ -161,5 +162,54 @@ fn webserver_videoserver_fio_and_mdtest_run_verified() {
                 "{name}: reads are verified"
             );
         }
+    }
+}
+
+#[test]
+fn oltp_at_90_percent_cleans_and_verifies() {
+    for (kind, write_op) in [
+        ("tpcc", "new_order"),
+        ("ycsb-a", "update"),
+        ("ycsb-f", "read_modify_write"),
+    ] {
+        let k = format!("workload.kind={kind}");
+        let v = run(
+            kind,
+            &[
+                &k,
+                "workload.threads=16",
+                "run.warmup=\"0.5s\"",
+                "run.duration=\"2s\"",
+            ],
+        );
+        check_cleaning(kind, &v);
+        let w = &v["workload"];
+        assert_eq!(w["name"], kind);
+        assert!(u(&v["throughput"]["by_op"][write_op]["ops"]) > 0, "{kind}");
+        // Transactions are the operations; every commit reached a synced redo log.
+        let c = &w["counters"];
+        assert!(
+            u(&c["commits"]) > 0 && u(&c["redo_fsyncs"]) > 0,
+            "{kind}: {c}"
+        );
+        // Each log write is a commit's (group commit), a checkpoint's, or write-ahead logging
+        // before a page flush; a write crossing from one log file to the next syncs both.
+        let syncs = u(&c["commits"])
+            + u(&c["checkpoints"])
+            + u(&c["flush_batches"])
+            + u(&c["single_page_flushes"]);
+        assert!(u(&c["redo_fsyncs"]) <= 2 * syncs, "{kind}: {c}");
+        assert!(u(&c["page_writes"]) > 0, "{kind}: {c}");
+        // Every page written in place went to the doublewrite area first (a batch of up to
+        // 120 pages and single-page flushes may straddle the window's start).
+        let dw = u(&c["doublewrite_pages"]);
+        assert!(dw.abs_diff(u(&c["page_writes"])) <= 256, "{kind}: {c}");
+        // Page reads of the warm-up are checked too.
+        assert!(u(&v["verify"]["reads_checked"]) >= u(&c["page_reads"]));
+        let f = &w["fileset"];
+        assert!(
+            (f["utilization"].as_f64().unwrap() - 0.9).abs() < 0.01,
+            "{kind}: {f}"
+        );
     }
 }

@@ -243,6 +243,28 @@ impl<F: FileSystem + 'static> Ctx<F> {
             .or_default() += 1;
     }
 
+    /// Whether the measured phase has begun (setup and warm-up are over) at this instant.
+    pub fn in_window(&self) -> bool {
+        self.measuring.get() && self.sim.now() >= self.measure_from.get()
+    }
+
+    /// Adds `n` to a workload-specific counter if the measured phase has begun (events of the
+    /// setup and the warm-up are not counted).
+    pub fn add_measured(&self, counter: &str, n: u64) {
+        if self.in_window() {
+            *self
+                .counters
+                .borrow_mut()
+                .entry(counter.to_string())
+                .or_default() += n;
+        }
+    }
+
+    /// A counter's value so far.
+    pub fn counter(&self, counter: &str) -> u64 {
+        self.counters.borrow().get(counter).copied().unwrap_or(0)
+    }
+
     /// Sleeps until `at`, or until the end of a time-bounded run if that comes first.
     pub async fn sleep_until(&self, at: Nanos) {
         let at = match self.deadline.get() {

@@ -1,7 +1,8 @@
 //! File-system workloads, generic over any [`FileSystem`]: filebench personalities
 //! ([`filebench`]: fileserver, varmail, webserver, videoserver), fio-style jobs on files
-//! ([`fio_files`]) and mdtest-style file creation ([`mdtest`]), the workloads of the seed
-//! papers (000 §4 Table 3, 002 §6.1-6.2).
+//! ([`fio_files`]), mdtest-style file creation ([`mdtest`]) and OLTP benchmarks with the I/O
+//! pattern of MySQL/InnoDB ([`oltp`]: tpcc, YCSB a and f), the workloads of the seed papers
+//! (000 §4 Table 3, 002 §6.1-6.2).
 //!
 //! A run builds its fileset (directory tree and preallocated files, sized by a file count or
 //! by a share of the file system's capacity), then runs simulated threads (tasks on the
@@ -27,6 +28,7 @@ pub mod filebench;
 pub(crate) mod fileset;
 pub mod fio_files;
 pub mod mdtest;
+pub mod oltp;
 pub mod report;
 
 #[cfg(test)]
@@ -37,6 +39,7 @@ pub use engine::{FsWorkloadError, FsWorkloadResult};
 pub use filebench::{FilebenchParams, Personality, Preset};
 pub use fio_files::{FileRw, FioFileParams};
 pub use mdtest::MdtestParams;
+pub use oltp::{OltpBench, OltpParams};
 pub use report::{FsReport, LatencyReport, OpReport, Throughput, VerifyReport};
 
 use serde::{Deserialize, Serialize};
@@ -51,21 +54,26 @@ pub enum FsWorkload {
     Filebench(FilebenchParams),
     Fio(FioFileParams),
     Mdtest(MdtestParams),
+    Oltp(OltpParams),
 }
 
 impl FsWorkload {
     /// The `[workload] kind` names this module runs.
-    pub const KINDS: [&'static str; 6] = [
+    pub const KINDS: [&'static str; 9] = [
         "fileserver",
         "varmail",
         "webserver",
         "videoserver",
         "fio",
         "mdtest",
+        "tpcc",
+        "ycsb-a",
+        "ycsb-f",
     ];
 
     /// `kind` with its defaults (filebench's for the personalities, sequential 4 KiB reads of
-    /// one 64 MiB file for fio, 16 threads x 1000 files of 4 KiB for mdtest).
+    /// one 64 MiB file for fio, 16 threads x 1000 files of 4 KiB for mdtest, seed 000's
+    /// configuration with a 12 GiB database for the OLTP kinds).
     pub fn new(kind: &str) -> Result<FsWorkload, String> {
         FsWorkload::preset(kind, Preset::Filebench)
     }
@@ -74,6 +82,9 @@ impl FsWorkload {
     pub fn preset(kind: &str, preset: Preset) -> Result<FsWorkload, String> {
         if let Some(p) = Personality::parse(kind) {
             return FilebenchParams::preset(p, preset).map(FsWorkload::Filebench);
+        }
+        if let Some(b) = OltpBench::parse(kind) {
+            return OltpParams::preset(b, preset).map(FsWorkload::Oltp);
         }
         match (kind, preset) {
             ("fio", Preset::Filebench) => Ok(FsWorkload::Fio(FioFileParams::new(FileRw::Read))),
@@ -97,6 +108,7 @@ impl FsWorkload {
             FsWorkload::Filebench(p) => p.set(key, value),
             FsWorkload::Fio(p) => p.set(key, value),
             FsWorkload::Mdtest(p) => p.set(key, value),
+            FsWorkload::Oltp(p) => p.set(key, value),
         }
     }
 
@@ -106,6 +118,7 @@ impl FsWorkload {
             FsWorkload::Filebench(p) => p.personality.name(),
             FsWorkload::Fio(_) => "fio",
             FsWorkload::Mdtest(_) => "mdtest",
+            FsWorkload::Oltp(p) => p.bench.name(),
         }
     }
 }
@@ -122,6 +135,7 @@ pub async fn run<F: FileSystem + 'static>(
         FsWorkload::Filebench(p) => filebench::run(sim, fs, p, cfg).await,
         FsWorkload::Fio(p) => fio_files::run(sim, fs, p, cfg).await,
         FsWorkload::Mdtest(p) => mdtest::run(sim, fs, p, cfg).await,
+        FsWorkload::Oltp(p) => oltp::run(sim, fs, p, cfg).await,
     }
 }
 

@@ -505,7 +505,7 @@ fn presets_carry_the_papers_parameters() {
     assert_eq!(m.threads as u64 * m.files_per_thread, 1_000_000);
     let mut w = FsWorkload::new("varmail").unwrap();
     assert!(w.set("bogus", "1").is_err());
-    assert!(FsWorkload::new("tpcc").is_err());
+    assert!(FsWorkload::new("tpc-h").is_err());
 }
 
 #[test]
@@ -646,6 +646,352 @@ fn many_threads_on_few_files_verify_without_false_alarms() {
                 "{}",
                 r.simulated_secs
             );
+        }
+    }
+}
+
+// ---- OLTP (tpcc, YCSB) ----
+
+/// A small OLTP run: a 24 MiB database, a pool of 2 MiB (128 pages), 4 connections, two
+/// redo files of 1 MiB, so that eviction, flushing and checkpoints all happen.
+fn small_oltp(kind: &str) -> FsWorkload {
+    let mut w = FsWorkload::new(kind).unwrap();
+    for (k, v) in [
+        ("db_size", "24m"),
+        ("buffer_pool", "2m"),
+        ("connections", "4"),
+        ("log_file_size", "1m"),
+        ("cleaner_interval", "20ms"),
+    ] {
+        w.set(k, v).unwrap();
+    }
+    w
+}
+
+fn counter(r: &FsReport, c: &str) -> u64 {
+    r.counters.get(c).copied().unwrap_or(0)
+}
+
+const OLTP: [&str; 3] = ["tpcc", "ycsb-a", "ycsb-f"];
+
+#[test]
+fn oltp_runs_verify_and_flush_through_the_doublewrite_buffer() {
+    for mode in MODES {
+        for kind in OLTP {
+            let sim = Sim::new();
+            let fs = memfs(&sim, mode, 64 << 20, Nanos::from_us(20));
+            let n = 1_500;
+            let r = run_on(
+                fs,
+                &sim,
+                small_oltp(kind),
+                cfg(mode, 3, Some(RunLength::Ops(n))),
+            )
+            .unwrap_or_else(|e| panic!("{kind} {mode:?}: {e}"));
+            assert_eq!(r.workload, kind);
+            assert_eq!(
+                r.throughput.ops, n,
+                "{kind}: transactions are the operations"
+            );
+            assert_eq!(r.threads, 4);
+            assert_eq!(r.verify.mismatches, 0);
+            assert!(r.verify.reads_checked > 100, "{kind}: {:?}", r.verify);
+            assert_eq!(counter(&r, "page_reads"), r.verify.reads_checked, "{kind}");
+            assert!(counter(&r, "buffer_pool_misses") > 0 && counter(&r, "buffer_pool_hits") > 0);
+            // Dirty pages went out through the doublewrite buffer, each batch synced.
+            let pw = counter(&r, "page_writes");
+            assert!(pw > 0, "{kind}: {:?}", r.counters);
+            assert_eq!(counter(&r, "doublewrite_pages"), pw, "{kind}");
+            assert!(counter(&r, "data_fsyncs") >= 2 * counter(&r, "doublewrite_writes"));
+            assert!(counter(&r, "checkpoints") > 0, "{kind}: {:?}", r.counters);
+            assert!(counter(&r, "max_checkpoint_age_bytes") <= counter(&r, "log_capacity_bytes"));
+            // Every byte the engine moved is in the totals.
+            assert_eq!(
+                r.bytes_written,
+                counter(&r, "redo_bytes_written")
+                    + (counter(&r, "doublewrite_pages") + pw) * 16_384
+                    + counter(&r, "checkpoints") * 4096
+            );
+            assert_eq!(r.bytes_read, counter(&r, "page_reads") * 16_384);
+            let files = ["ibdata1", "ib_logfile0", "ib_logfile1"].len() as u64;
+            let tables = if kind == "tpcc" { 9 } else { 1 };
+            assert_eq!(r.fileset.files, files + tables);
+        }
+    }
+}
+
+#[test]
+fn oltp_same_seed_gives_identical_json() {
+    for kind in OLTP {
+        let once = |seed| {
+            let sim = Sim::new();
+            let fs = memfs(&sim, PayloadMode::Fingerprint, 64 << 20, Nanos(3_000));
+            run_on(
+                fs,
+                &sim,
+                small_oltp(kind),
+                cfg(PayloadMode::Fingerprint, seed, Some(RunLength::Ops(600))),
+            )
+            .unwrap()
+            .to_json()
+        };
+        let a = once(21);
+        assert_eq!(a, once(21), "{kind}");
+        assert_ne!(a, once(22), "{kind}");
+    }
+}
+
+#[test]
+fn oltp_transaction_mixes_come_out() {
+    let n = 6_000u64;
+    let share = |r: &FsReport, op: &str| ops_of(r, op) as f64 / n as f64;
+    let go = |kind: &str| {
+        let sim = Sim::new();
+        let fs = memfs(&sim, PayloadMode::Fingerprint, 64 << 20, Nanos(2_000));
+        let mut w = small_oltp(kind);
+        w.set("buffer_pool", "8m").unwrap();
+        run_on(
+            fs,
+            &sim,
+            w,
+            cfg(PayloadMode::Fingerprint, 5, Some(RunLength::Ops(n))),
+        )
+        .unwrap()
+    };
+    let r = go("tpcc");
+    for (op, want) in [
+        ("new_order", 0.45),
+        ("payment", 0.43),
+        ("order_status", 0.04),
+        ("delivery", 0.04),
+        ("stock_level", 0.04),
+    ] {
+        let s = share(&r, op);
+        assert!((s - want).abs() < 0.02, "tpcc {op}: {s} vs {want}");
+    }
+    // Read-only transactions commit nothing.
+    assert_eq!(
+        counter(&r, "commits"),
+        ops_of(&r, "new_order") + ops_of(&r, "payment") + ops_of(&r, "delivery")
+    );
+    // New orders insert: pages are created at the end of the growing tables.
+    assert!(counter(&r, "pages_created") > 0);
+    for (kind, write) in [("ycsb-a", "update"), ("ycsb-f", "read_modify_write")] {
+        let r = go(kind);
+        assert_eq!(ops_of(&r, "read") + ops_of(&r, write), n, "{kind}");
+        let s = share(&r, "read");
+        assert!((s - 0.5).abs() < 0.02, "{kind}: reads {s}");
+        assert_eq!(counter(&r, "commits"), ops_of(&r, write));
+        // Zipfian keys: the pool holds the hot records.
+        let hits = counter(&r, "buffer_pool_hits") as f64;
+        let misses = counter(&r, "buffer_pool_misses") as f64;
+        assert!(
+            hits / (hits + misses) > 0.5,
+            "{kind}: hit ratio {}",
+            hits / (hits + misses)
+        );
+    }
+}
+
+#[test]
+fn every_commit_syncs_the_redo_log_and_concurrent_commits_share_it() {
+    let go = |connections: &str| {
+        let sim = Sim::new();
+        let fs = memfs(&sim, PayloadMode::Fingerprint, 64 << 20, Nanos::from_us(50));
+        let mut w = small_oltp("ycsb-a");
+        // A pool larger than the database and no cleaner rounds: the only log writes are
+        // the commits'.
+        for (k, v) in [
+            ("buffer_pool", "32m"),
+            ("log_file_size", "8m"),
+            ("cleaner_interval", "1000s"),
+            ("connections", connections),
+        ] {
+            w.set(k, v).unwrap();
+        }
+        run_on(
+            fs,
+            &sim,
+            w,
+            cfg(PayloadMode::Fingerprint, 9, Some(RunLength::Ops(400))),
+        )
+        .unwrap()
+    };
+    let one = go("1");
+    let commits = counter(&one, "commits");
+    assert_eq!(commits, ops_of(&one, "update"));
+    assert!(commits > 150);
+    assert_eq!(counter(&one, "redo_fsyncs"), commits, "{:?}", one.counters);
+    assert_eq!(counter(&one, "redo_writes"), commits);
+    assert_eq!(counter(&one, "page_writes"), 0);
+    // An update's latency includes its log write and fsync (two 50 us calls at least).
+    assert!(one.throughput.by_op["update"].lat_ns.p50 >= 100_000);
+    assert!(one.throughput.by_op["read"].lat_ns.p50 < 100_000);
+    // Sixteen connections: commits group behind one leader's write and fsync.
+    let many = go("16");
+    let commits = counter(&many, "commits");
+    let fsyncs = counter(&many, "redo_fsyncs");
+    assert!(
+        fsyncs * 2 < commits,
+        "{fsyncs} fsyncs for {commits} commits"
+    );
+    assert!(fsyncs > 0);
+}
+
+#[test]
+fn a_small_redo_log_forces_checkpoints_and_flushing() {
+    let sim = Sim::new();
+    let fs = memfs(&sim, PayloadMode::Fingerprint, 64 << 20, Nanos::from_us(10));
+    let mut w = small_oltp("tpcc");
+    w.set("buffer_pool", "16m").unwrap();
+    w.set("log_file_size", "256k").unwrap();
+    w.set("cleaner_interval", "10s").unwrap();
+    let r = run_on(
+        fs,
+        &sim,
+        w,
+        cfg(PayloadMode::Fingerprint, 2, Some(RunLength::Ops(1_500))),
+    )
+    .unwrap();
+    // The log wraps many times; user threads stop at the sync limit and the cleaner flushes
+    // the oldest pages to move the checkpoint.
+    let cap = counter(&r, "log_capacity_bytes");
+    assert!(
+        counter(&r, "redo_bytes_written") > 3 * cap,
+        "{:?}",
+        r.counters
+    );
+    assert!(counter(&r, "sync_flush_waits") > 0, "{:?}", r.counters);
+    assert!(counter(&r, "checkpoints") > 3);
+    assert!(counter(&r, "flush_list_pages") > 0);
+    assert!(counter(&r, "max_checkpoint_age_bytes") <= cap);
+    assert_eq!(r.verify.mismatches, 0);
+}
+
+#[test]
+fn oltp_corrupted_page_reads_are_caught() {
+    for kind in ["tpcc", "ycsb-a"] {
+        let sim = Sim::new();
+        let inner = memfs(&sim, PayloadMode::Fingerprint, 64 << 20, Nanos::from_us(5));
+        let fs = Rc::new(Corrupting {
+            inner,
+            reads: Cell::new(0),
+            corrupt_read: 30,
+        });
+        let err = run_blocking(
+            &sim,
+            fs,
+            small_oltp(kind),
+            cfg(PayloadMode::Fingerprint, 1, Some(RunLength::Ops(2_000))),
+        )
+        .unwrap_err();
+        let FsWorkloadError::Mismatch { file, offset, .. } = &err else {
+            panic!("{kind}: expected a mismatch, got {err}");
+        };
+        assert!(
+            file.starts_with("/mysql/") && file.ends_with(".ibd"),
+            "{file}"
+        );
+        assert_eq!(offset % 4096, 0);
+    }
+}
+
+#[test]
+fn oltp_parameters_are_checked() {
+    let mut w = FsWorkload::new("tpcc").unwrap();
+    assert!(w.set("connections", "0").is_err());
+    assert!(w.set("zipf_theta", "1").is_err());
+    assert!(w.set("flush_method", "nosync").is_err());
+    assert!(w.set("bogus", "1").is_err());
+    assert!(FsWorkload::preset("ycsb-a", Preset::Seed002).is_err());
+    let try_run = |sets: &[(&str, &str)], run: Option<RunLength>| {
+        let sim = Sim::new();
+        let fs = memfs(&sim, PayloadMode::Fingerprint, 64 << 20, Nanos(1_000));
+        let mut w = small_oltp("ycsb-a");
+        for (k, v) in sets {
+            w.set(k, v).unwrap();
+        }
+        run_blocking(&sim, fs, w, cfg(PayloadMode::Fingerprint, 1, run))
+    };
+    let ops = Some(RunLength::Ops(10));
+    for (sets, what) in [
+        (&[("page_size", "12k")][..], "page_size"),
+        (&[("db_size", "1g")][..], "more than the file system"),
+        (&[("buffer_pool", "64k")][..], "connections need"),
+        (&[("record_size", "40000")][..], "does not fit"),
+        (&[("log_file_size", "8k")][..], "log_file_size"),
+        (&[("io_capacity", "5000")][..], "io_capacity_max"),
+        (&[("utilization", "0.01")][..], "leaves no room"),
+    ] {
+        match try_run(sets, ops) {
+            Err(FsWorkloadError::Config(m)) => assert!(m.contains(what), "{sets:?}: {m}"),
+            other => panic!("{sets:?}: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        try_run(&[], None),
+        Err(FsWorkloadError::Config(_))
+    ));
+}
+
+#[test]
+fn oltp_presets_and_sizing_follow_seed_000() {
+    for (kind, conns) in [("tpcc", 16), ("ycsb-a", 32), ("ycsb-f", 32)] {
+        let FsWorkload::Oltp(p) = FsWorkload::preset(kind, Preset::Seed000).unwrap() else {
+            panic!()
+        };
+        assert_eq!(p.connections, conns);
+        assert_eq!(p.utilization, Some(0.9));
+        assert_eq!(p.page_size, 16 << 10);
+        // At the paper's scale: 1 GiB pool, InnoDB's 2 x 48 MiB log, about 12.9 GiB of
+        // tables in 90% of 16 GiB.
+        let lay = super::oltp::resolve_for_tests(&p, 16 << 30).unwrap();
+        assert_eq!(lay.0, 1 << 30, "{kind} pool");
+        assert_eq!(lay.1, 48 << 20, "{kind} log");
+        let total = lay.2 as f64 / (16u64 << 30) as f64;
+        assert!((total - 0.9).abs() < 0.001, "{kind}: {total}");
+        // A small file system: the pool is a twelfth of the database, the log scales with it.
+        let small = super::oltp::resolve_for_tests(&p, 600 << 20).unwrap();
+        assert!((40 << 20..46 << 20).contains(&small.0), "{}", small.0);
+        assert_eq!(small.1, 4 << 20);
+    }
+    let FsWorkload::Oltp(p) = FsWorkload::new("tpcc").unwrap() else {
+        panic!()
+    };
+    assert_eq!(p.db_size, 12 << 30);
+    assert_eq!(p.utilization, None);
+}
+
+mod oltp_props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+        /// Whatever the sizes and the interleaving, pages read back are what was last
+        /// written, the checkpoint age stays within the log, and the budget is exact.
+        #[test]
+        fn oltp_invariants_hold(
+            seed in 0u64..1_000,
+            kind in 0usize..3,
+            conns in 1u32..6,
+            pool_pages in 110u64..400,
+            log_kib in 128u64..1024,
+        ) {
+            let sim = Sim::new();
+            let inner = memfs(&sim, PayloadMode::Fingerprint, 64 << 20, Nanos::ZERO);
+            let fs = Rc::new(Jittery { inner: inner.clone(), sim: sim.clone(), state: Cell::new(seed) });
+            let mut w = small_oltp(OLTP[kind]);
+            w.set("connections", &conns.to_string()).unwrap();
+            w.set("buffer_pool", &format!("{}k", pool_pages * 16)).unwrap();
+            w.set("log_file_size", &format!("{log_kib}k")).unwrap();
+            let r = run_blocking(&sim, fs, w, cfg(PayloadMode::Fingerprint, seed, Some(RunLength::Ops(300))))
+                .unwrap();
+            inner.check().unwrap();
+            prop_assert_eq!(r.throughput.ops, 300);
+            prop_assert_eq!(r.verify.mismatches, 0);
+            prop_assert!(counter(&r, "max_checkpoint_age_bytes") <= counter(&r, "log_capacity_bytes"));
+            prop_assert!(counter(&r, "resident_pages_at_end") <= pool_pages);
         }
     }
 }
