@@ -1982,6 +1982,22 @@ impl Fs {
                 .map(|a| (a, st.segs.owner(a)))
                 .collect()
         };
+        let modified_meta = {
+            let st = self.inner.st.borrow();
+            let mut owners = BTreeSet::new();
+            let mut nat_blocks = BTreeSet::new();
+            for &(a, sum) in &valid {
+                if st.nat.entries[sum.nid as usize].addr == a {
+                    nat_blocks.insert(sum.nid / NAT_PER_BLOCK as u32);
+                } else {
+                    owners.insert(sum.nid);
+                }
+            }
+            owners.len() as u64
+                + nat_blocks.len() as u64
+                + (valid.len() as u64).div_ceil(SSA_PER_BLOCK as u64)
+                + 2
+        };
         let in_storage = match self.inner.policy.migration() {
             Migration::HostCopy => None,
             Migration::InStorage(c) => Some(c),
@@ -2138,17 +2154,17 @@ impl Fs {
             h.await?;
         }
         let _all = self.inner.cp_lock.acquire(CP_SHARES).await;
-        let before = self.inner.dev.traffic();
         self.checkpoint_locked().await?;
         drop(_all);
         let t_cp = self.inner.sim.now();
         let mut st = self.inner.st.borrow_mut();
-        // HSR's alpha: node and metadata blocks written per block moved (seed 000 §3.3.2).
+        // HSR's alpha (seed 000 §3.3.2): node and metadata blocks the move modifies per block
+        // moved: the owner nodes of the moved data blocks, the NAT blocks of the moved nodes,
+        // the SSA blocks of the destinations and the victim's and destinations' SIT blocks.
+        // (The checkpoint's own writes also carry nodes other calls dirtied, so they are not
+        // counted.)
         if let Some(th) = &mut st.segs.threaded {
-            let after = self.inner.dev.traffic();
-            let meta = (after.node + after.meta + after.checkpoint)
-                - (before.node + before.meta + before.checkpoint);
-            th.hsr.observe_alpha(meta / BLOCK as u64, moved);
+            th.hsr.observe_alpha(modified_meta, valid.len() as u64);
         }
         st.stats.zones_cleaned += 1;
         st.stats.blocks_moved += moved;
@@ -2242,15 +2258,19 @@ impl Fs {
             if srcs.is_empty() {
                 continue;
             }
+            // The reserved region: valid from the start (owners follow below), so a log that
+            // reopens a zone for threaded logging meanwhile does not take these blocks again.
             let mut dsts = Vec::with_capacity(srcs.len());
-            for _ in 0..srcs.len() {
-                dsts.push(self.take_block(st, temp)?);
+            for &(_, sum) in &srcs {
+                let d = self.take_block(st, temp)?;
+                st.segs.validate(d, sum, t);
+                dsts.push(d);
             }
             let from: Vec<BlkAddr> = srcs.iter().map(|s| s.0).collect();
             let to = assign_destinations(&from, &dsts, copy.allocation, &self.inner.dev);
             for (&(a, sum), d) in srcs.iter().zip(to) {
                 st.segs.invalidate(a, t);
-                st.segs.validate(d, sum, t);
+                st.segs.set_owner(d, sum);
                 let e = st.nat.entries[sum.nid as usize];
                 if temp == Temp::ColdNode {
                     st.nat.set(

@@ -210,6 +210,16 @@ impl Segments {
         self.ssa_dirty.insert(seg);
     }
 
+    /// The owner of valid block `a` is `owner` (a block reserved valid before its owner was
+    /// known).
+    pub fn set_owner(&mut self, a: BlkAddr, owner: Summary) {
+        assert!(self.is_valid(a), "owner set on invalid block {a}");
+        let (z, off) = self.layout.locate(a).expect("a main-area block");
+        self.ssa[self.layout.main_index(z, off)] = owner;
+        let (seg, _) = self.layout.seg_of(z, off);
+        self.ssa_dirty.insert(seg);
+    }
+
     /// A block's data is dead (overwritten, truncated, moved).
     pub fn invalidate(&mut self, a: BlkAddr, now: u64) {
         if a != NULL_ADDR {
