@@ -286,6 +286,10 @@ impl Segments {
             c.zone
         );
         let a = self.layout.addr(c.zone, c.offset);
+        assert!(
+            !self.is_valid(a),
+            "log {t:?} handed out block {a}, which holds live data"
+        );
         let next = self.next_free(t, c.offset + 1);
         self.logs[t as usize] = Some(CursegState {
             zone: c.zone,
