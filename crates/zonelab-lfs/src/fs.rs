@@ -2244,7 +2244,18 @@ impl Fs {
             }
             let mut dsts = Vec::with_capacity(srcs.len());
             for _ in 0..srcs.len() {
-                dsts.push(self.take_block(st, temp)?);
+                let d = match self.take_block(st, temp) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        st.segs.held.clear();
+                        return Err(e);
+                    }
+                };
+                // Not valid until assigned below: keep threaded logging out of its zone.
+                if let Some((dz, _)) = layout.locate(d) {
+                    st.segs.held.insert(dz);
+                }
+                dsts.push(d);
             }
             let from: Vec<BlkAddr> = srcs.iter().map(|s| s.0).collect();
             let to = assign_destinations(&from, &dsts, copy.allocation, &self.inner.dev);
@@ -2268,6 +2279,7 @@ impl Fs {
                 pairs.push((a as u64, d as u64));
             }
         }
+        st.segs.held.clear();
         let n = pairs.len() as u64;
         st.stats.blocks_copied_in_device += n;
         let copy = self.inner.dev.compact(pairs);

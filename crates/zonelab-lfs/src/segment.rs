@@ -68,6 +68,10 @@ pub struct Segments {
     pub zone_temp: Vec<Option<Temp>>,
     /// The zone being cleaned (no log may reopen it).
     pub cleaning: Option<u32>,
+    /// Zones holding blocks handed out but not yet marked valid (in-device copy destinations
+    /// are all taken before any is assigned): no log may reopen them for threaded logging,
+    /// which would hand those blocks out again.
+    pub held: BTreeSet<u32>,
     /// Threaded logging, under the znsplus policy.
     pub threaded: Option<Threaded>,
 }
@@ -164,6 +168,7 @@ impl Segments {
             valid_blocks: 0,
             zone_temp: vec![None; zones],
             cleaning: None,
+            held: BTreeSet::new(),
             threaded: None,
             layout,
         }
@@ -416,6 +421,7 @@ impl Segments {
                 self.zones[z as usize] == ZoneUse::Used
                     && self.zone_temp[z as usize] == Some(t)
                     && self.cleaning != Some(z)
+                    && !self.held.contains(&z)
             })
             .map(|z| {
                 let keep = self.zone_valid(z) as u64 + th.pre_invalid_zone[z as usize] as u64;
