@@ -6,6 +6,7 @@ mod fs_cmd;
 mod image;
 mod plot;
 mod reproduce_cmd;
+mod reproduce_zns_plus;
 mod run_cmd;
 mod zbench_cmd;
 mod zns_cmd;

@@ -21,52 +21,79 @@ use zonelab_workload::zbench::{self, ZbenchOptions, ZbenchReport};
 
 #[derive(Args)]
 pub struct ReproduceArgs {
-    /// Paper to reproduce: `characterization` (seed 001, the ZN540 study).
-    paper: String,
+    /// Paper to reproduce: `characterization` (seed 001, the ZN540 study) or `zns-plus`
+    /// (seed 000, the ZNS+ evaluation).
+    pub(crate) paper: String,
     /// Smaller runs (for CI): same items, fewer commands and repetitions.
     #[arg(long)]
-    quick: bool,
+    pub(crate) quick: bool,
     /// Folder for table.json, table.md, raw results and plots.
     #[arg(long, default_value = "results")]
-    out: PathBuf,
-    /// Seed of the zone-management benchmark.
+    pub(crate) out: PathBuf,
+    /// Seed of the zone-management benchmark (characterization) or of every experiment
+    /// (zns-plus).
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) seed: u64,
+    /// Experiments run at once (zns-plus; default: the machine's cores). Results do not
+    /// depend on it.
+    #[arg(long)]
+    pub(crate) jobs: Option<usize>,
 }
 
 /// How an item's ZoneLab value is judged against the paper's.
 #[derive(Clone, Copy, Debug, Serialize)]
 #[serde(rename_all = "snake_case")]
-enum Check {
+pub(crate) enum Check {
     /// Within the relative tolerance of the paper's value.
     Within(f64),
     /// At least the paper's value times the factor.
     AtLeast(f64),
     /// A yes/no property of the run (value 1 = holds).
     Holds,
+    /// Within the range the paper states (inclusive).
+    Range(f64, f64),
+    /// At least this value (a bound the paper states, e.g. "more than 85%").
+    Min(f64),
+    /// Shown beside the paper's value, not judged (the paper gives no number to judge by,
+    /// or the value only explains a checked one).
+    Report,
 }
 
 #[derive(Clone, Debug, Serialize)]
-struct Item {
-    observation: String,
-    metric: String,
-    unit: String,
-    paper: f64,
-    zonelab: f64,
-    check: Check,
-    ok: bool,
+pub(crate) struct Item {
+    pub(crate) observation: String,
+    pub(crate) metric: String,
+    pub(crate) unit: String,
+    /// NaN (null in JSON) when the paper gives no number.
+    pub(crate) paper: f64,
+    /// NaN (null in JSON) when the runs give no value (e.g. no compaction happened).
+    pub(crate) zonelab: f64,
+    pub(crate) check: Check,
+    /// Whether the check holds; true for `Report` items, which are not counted.
+    pub(crate) ok: bool,
 }
 
-struct Table {
-    items: Vec<Item>,
+pub(crate) struct Table {
+    pub(crate) items: Vec<Item>,
 }
 
 impl Table {
-    fn add(&mut self, obs: &str, metric: &str, unit: &str, paper: f64, zonelab: f64, check: Check) {
+    pub(crate) fn add(
+        &mut self,
+        obs: &str,
+        metric: &str,
+        unit: &str,
+        paper: f64,
+        zonelab: f64,
+        check: Check,
+    ) {
         let ok = match check {
             Check::Within(tol) => ((zonelab - paper) / paper).abs() <= tol,
             Check::AtLeast(f) => zonelab >= paper * f,
             Check::Holds => zonelab >= 1.0,
+            Check::Range(lo, hi) => zonelab >= lo && zonelab <= hi,
+            Check::Min(v) => zonelab >= v,
+            Check::Report => true,
         };
         self.items.push(Item {
             observation: obs.into(),
@@ -79,7 +106,7 @@ impl Table {
         });
     }
 
-    fn markdown(&self) -> String {
+    pub(crate) fn markdown(&self) -> String {
         let mut s = String::from(
             "| obs. | metric | paper | ZoneLab | unit | check | ok |\n|---|---|---|---|---|---|---|\n",
         );
@@ -88,6 +115,14 @@ impl Table {
                 Check::Within(t) => format!("±{:.0}%", t * 100.0),
                 Check::AtLeast(f) => format!("≥ {f}× paper"),
                 Check::Holds => "holds".into(),
+                Check::Range(lo, hi) => format!("in {}–{}", fmt_num(lo), fmt_num(hi)),
+                Check::Min(v) => format!("≥ {}", fmt_num(v)),
+                Check::Report => "—".into(),
+            };
+            let ok = match (i.check, i.ok) {
+                (Check::Report, _) => "—",
+                (_, true) => "yes",
+                (_, false) => "NO",
             };
             s.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} | {} |\n",
@@ -97,20 +132,27 @@ impl Table {
                 fmt_num(i.zonelab),
                 i.unit,
                 check,
-                if i.ok { "yes" } else { "NO" }
+                ok
             ));
         }
-        let ok = self.items.iter().filter(|i| i.ok).count();
+        let judged = || {
+            self.items
+                .iter()
+                .filter(|i| !matches!(i.check, Check::Report))
+        };
+        let ok = judged().filter(|i| i.ok).count();
         s.push_str(&format!(
             "\n{ok} of {} items within tolerance.\n",
-            self.items.len()
+            judged().count()
         ));
         s
     }
 }
 
 fn fmt_num(v: f64) -> String {
-    if v.abs() >= 100.0 {
+    if !v.is_finite() {
+        "—".into()
+    } else if v.abs() >= 100.0 {
         format!("{v:.1}")
     } else {
         format!("{v:.2}")
@@ -154,12 +196,12 @@ fn perf(out: &RunOutput, job: usize, write: bool) -> (f64, f64, f64) {
     (iops, mib, if n > 0.0 { lat / n / 1e3 } else { 0.0 })
 }
 
-struct Progress {
-    bar: Option<ProgressBar>,
+pub(crate) struct Progress {
+    pub(crate) bar: Option<ProgressBar>,
 }
 
 impl Progress {
-    fn new(steps: u64) -> Progress {
+    pub(crate) fn new(steps: u64) -> Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
             let b = ProgressBar::new(steps);
             b.set_style(
@@ -170,13 +212,13 @@ impl Progress {
         });
         Progress { bar }
     }
-    fn step(&self, msg: &str) {
+    pub(crate) fn step(&self, msg: &str) {
         if let Some(b) = &self.bar {
             b.set_message(msg.to_string());
             b.inc(1);
         }
     }
-    fn done(&self) {
+    pub(crate) fn done(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
@@ -186,8 +228,9 @@ impl Progress {
 pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
     match a.paper.as_str() {
         "characterization" => characterization(&a),
+        "zns-plus" => crate::reproduce_zns_plus::run(&a),
         other => bail!(
-            "unknown paper '{other}': `zonelab reproduce characterization` is available (the ZNS+ paper follows with its issue)"
+            "unknown paper '{other}': use `characterization` (seed 001) or `zns-plus` (seed 000)"
         ),
     }
 }

@@ -222,11 +222,7 @@ fn apply_override(root: &mut toml::Value, kv: &str) -> Result<()> {
 /// added (beside its sequential zones, which keep the file system's size) for the metadata,
 /// standing for the companion conventional device F2FS on ZNS needs.
 fn device_profile(d: &DeviceCfg, fmt: FormatOptions, fp: bool) -> Result<(Profile, u32)> {
-    let sets: Vec<(String, String)> = d
-        .set
-        .iter()
-        .map(|(k, v)| (k.clone(), value_text(v)))
-        .collect();
+    let sets = profile_sets(&d.set);
     let p = Profile::load(&d.profile, &sets)?;
     if p.zns.conventional_zones > 0 || d.metadata == "companion" {
         return Ok((p, 0));
@@ -248,6 +244,24 @@ fn device_profile(d: &DeviceCfg, fmt: FormatOptions, fp: bool) -> Result<(Profil
     )
 }
 
+/// Profile overrides of `device.set`: `{ zones = 64 }`, and a section's field as a dotted
+/// key or a table (`--set device.set.znsplus.copyback=false` makes `{ znsplus = { copyback =
+/// false } }`), both `znsplus.copyback` for the profile.
+fn profile_sets(set: &BTreeMap<String, toml::Value>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (k, v) in set {
+        match v {
+            toml::Value::Table(t) => {
+                for (f, x) in t {
+                    out.push((format!("{k}.{f}"), value_text(x)));
+                }
+            }
+            x => out.push((k.clone(), value_text(x))),
+        }
+    }
+    out
+}
+
 /// The companion conventional device's profile when the experiment asks for one.
 fn companion_profile(d: &DeviceCfg) -> Result<Option<Profile>> {
     match (d.metadata.as_str(), &d.companion) {
@@ -260,11 +274,7 @@ fn companion_profile(d: &DeviceCfg) -> Result<Option<Profile>> {
                 profile: sn640(),
                 set: BTreeMap::new(),
             });
-            let sets: Vec<(String, String)> = c
-                .set
-                .iter()
-                .map(|(k, v)| (k.clone(), value_text(v)))
-                .collect();
+            let sets = profile_sets(&c.set);
             let p = Profile::load(&c.profile, &sets)
                 .with_context(|| format!("device.companion.profile {}", c.profile))?;
             if p.namespace != NamespaceKind::Conventional {
@@ -391,8 +401,18 @@ pub struct Outcome {
     pub wall: Wall,
 }
 
-/// Runs the experiment in TOML `text` (named `origin` in errors) with `KEY=VALUE` overrides.
+/// Runs the experiment in TOML `text` (named `origin` in errors) with `KEY=VALUE` overrides,
+/// with a spinner on a terminal.
 pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
+    execute_with(text, origin, sets, true)
+}
+
+/// [`execute`] without the spinner (for callers that show their own progress).
+pub fn execute_quiet(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
+    execute_with(text, origin, sets, false)
+}
+
+fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Result<Outcome> {
     let mut tree: toml::Value =
         toml::from_str(text).with_context(|| format!("{origin} is not valid TOML"))?;
     for kv in sets {
@@ -511,7 +531,7 @@ pub fn execute(text: &str, origin: &str, sets: &[String]) -> Result<Outcome> {
         None => Devices::from(stack.clone()),
     };
     let cns = companion.as_ref().map(|(n, _)| n.clone());
-    let bar = std::io::stderr().is_terminal().then(|| {
+    let bar = (spinner && std::io::stderr().is_terminal()).then(|| {
         let b = ProgressBar::new_spinner();
         b.set_style(
             ProgressStyle::with_template("{spinner} {msg}")

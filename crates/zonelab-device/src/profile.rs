@@ -85,7 +85,7 @@ pub struct Profile {
 }
 
 /// ZNS+ firmware parameters of a zoned device (seed 000).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ZnsPlusSection {
     /// Most consecutive copybacks one page of data may go through before the controller copies
@@ -96,6 +96,31 @@ pub struct ZnsPlusSection {
     /// How a TL_opened zone's skipped blocks are plugged (seed 000 §3.2.2).
     #[serde(default)]
     pub plugging: Plugging,
+    /// Whether the controller copies by copyback at all (seed 000 §4 Fig. 7, "w/o cpbk"):
+    /// `false` copies every chunk by flash read + program, in zone compaction and in plugging
+    /// (then there is no background plugging, which this model does by copyback only). Left
+    /// out of the profile's text when true, so profiles and images from before the field read
+    /// and write the same bytes.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub copyback: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
+}
+
+impl Default for ZnsPlusSection {
+    fn default() -> Self {
+        ZnsPlusSection {
+            copyback_limit: 0,
+            plugging: Plugging::default(),
+            copyback: true,
+        }
+    }
 }
 
 /// Internal plugging scheme of threaded logging (seed 000 §3.2.2, Fig. 4, §4 Fig. 9).
@@ -794,6 +819,7 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
                 ("controller", "management_window_holds_io"),
                 ("znsplus", "copyback_limit"),
                 ("znsplus", "plugging"),
+                ("znsplus", "copyback"),
                 ("", "description"),
                 ("", "namespace"),
             ];

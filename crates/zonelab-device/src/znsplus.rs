@@ -21,6 +21,9 @@
 //!   original FBG (the original is freed for reuse).
 //! * `identify_mapping` (§3.3.1): the FCG-ID and chip-ID bit fields of a logical chunk address.
 //!
+//! `znsplus.copyback = false` (§4 Fig. 7, "w/o cpbk") turns copyback off: every chunk of a
+//! compaction or a plug is copied by read + program, and nothing is plugged in the background.
+//!
 //! Background plugging is found lazily: whenever the device acts at time `now` it first looks
 //! at the time since it last looked and places the plugs a chip could have started while idle
 //! (before `now`), so a plug never delays an operation planned before it. Only fully valid
@@ -299,6 +302,7 @@ impl ZonedDevice {
     fn fill(&mut self, now: Nanos, at: Nanos, zone: u32, from: u64, locs: &[Loc]) -> (Nanos, u64) {
         let lpc = self.lbas_per_chunk.get();
         let limit = self.profile.znsplus.copyback_limit;
+        let copyback = self.profile.znsplus.copyback;
         let lba_size = self.lba_size;
         let z = zone as usize;
         let base = at.max(self.plus.tl.get(&zone).map_or(Nanos::ZERO, |t| t.ready));
@@ -354,7 +358,7 @@ impl ZonedDevice {
                     self.plus.copyback_runs.get(&(sz, sc)).copied().unwrap_or(0)
                 });
                 match whole {
-                    Some((_, _, src)) if limit == 0 || run < limit => {
+                    Some((_, _, src)) if copyback && (limit == 0 || run < limit) => {
                         let dst = self.map.page_of(zone, c);
                         let done = self.flash.copyback(now, base, src, dst);
                         self.plus.copyback_runs.insert((zone, c), run + 1);
@@ -367,7 +371,7 @@ impl ZonedDevice {
                         done
                     }
                     _ => {
-                        if whole.is_some() {
+                        if whole.is_some() && copyback {
                             self.plus.counters.copyback_limit_hits += 1;
                         }
                         // Read each source page once for the blocks it holds.
@@ -875,7 +879,10 @@ impl ZonedDevice {
                 !v.is_empty()
             });
         }
-        if self.plus.tl.is_empty() || self.profile.znsplus.plugging != Plugging::Ppa {
+        if self.plus.tl.is_empty()
+            || self.profile.znsplus.plugging != Plugging::Ppa
+            || !self.profile.znsplus.copyback
+        {
             self.plus.last_pass = now;
             return;
         }
@@ -1047,6 +1054,23 @@ mod tests {
         let got: Vec<u64> = (64..80).map(|l| fp_of(&mut d, t, l)).collect();
         assert_eq!(got, want);
         assert_eq!(d.zone(ZoneId(1)).wp, Lba(80));
+        d.validate_loaded().unwrap();
+    }
+
+    #[test]
+    fn without_copyback_every_chunk_is_read_and_programmed() {
+        let mut d = small(&["znsplus.copyback=false"]);
+        fill(&mut d, 0, 1000, Nanos(0));
+        let t = LATER;
+        // Whole chunks on the same chip, which would be copybacks.
+        let c = d.zone_compaction(t, t, &lbas(0..8), &lbas(64..72));
+        assert!(c.status.is_ok(), "{:?}", c.status);
+        assert_eq!(d.znsplus_counters().copybacks, 0);
+        assert_eq!(d.flash_counters().copybacks, 0);
+        assert_eq!(d.znsplus_counters().readprogram_copies, 2);
+        assert_eq!(d.znsplus_counters().copyback_limit_hits, 0);
+        let got: Vec<u64> = (64..72).map(|l| fp_of(&mut d, c.done, l)).collect();
+        assert_eq!(got, (0..8).map(|k| fp(1000 + k)).collect::<Vec<_>>());
         d.validate_loaded().unwrap();
     }
 

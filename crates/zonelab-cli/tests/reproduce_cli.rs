@@ -1,0 +1,157 @@
+//! End-to-end test of `zonelab reproduce zns-plus --quick` (seed 000 §4): every item of the
+//! paper has its value and ZoneLab's in table.json, the plots exist, and every run was
+//! verified and fsck-clean. Also: bad papers and options are explained.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn zonelab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_zonelab"))
+        .args(args)
+        .output()
+        .expect("run zonelab")
+}
+
+fn temp(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("zonelab-repro-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    p
+}
+
+#[test]
+fn zns_plus_quick_has_every_item_plot_and_clean_run() {
+    let out = temp("zns-plus");
+    let o = zonelab(&[
+        "reproduce",
+        "zns-plus",
+        "--quick",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("items within tolerance"), "{stdout}");
+    assert!(
+        stdout.contains("every one verified and fsck-clean"),
+        "{stdout}"
+    );
+    let dir = out.join("zns-plus");
+    let table: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("table.json")).unwrap()).unwrap();
+    assert_eq!(table["quick"], true);
+    let items = table["items"].as_array().unwrap();
+    for obs in [
+        "Fig 6", "Table 4", "Fig 7a", "Fig 7b", "Table 5", "Fig 8", "Fig 9", "Fig 10", "Fig 11a",
+        "Fig 11b", "Fig 12a", "Fig 12b",
+    ] {
+        let of: Vec<_> = items.iter().filter(|i| i["observation"] == obs).collect();
+        assert!(!of.is_empty(), "no item for {obs}");
+        // Judged items carry the paper's number and ZoneLab's.
+        for i in of.iter().filter(|i| i["check"] != "report") {
+            assert!(i["paper"].is_number(), "{i}");
+            assert!(i["zonelab"].is_number(), "{i}");
+            assert!(i["ok"].is_boolean(), "{i}");
+        }
+    }
+    // The paper's stated numbers are there beside ZoneLab's.
+    let paper = |metric: &str| {
+        items
+            .iter()
+            .find(|i| i["metric"].as_str().unwrap().starts_with(metric))
+            .unwrap_or_else(|| panic!("no item {metric}"))["paper"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(
+        paper("copyback share of IZC's in-storage copies, varmail"),
+        74.0
+    );
+    assert_eq!(paper("segments reclaimed by threaded logging, tpcc"), 85.8);
+    for fig in [
+        "fig6", "table4", "fig7", "table5", "fig8", "fig9", "fig10", "fig11", "fig12",
+    ] {
+        assert!(
+            table["figures"][fig].is_object() || table["figures"][fig].is_array(),
+            "{fig}"
+        );
+    }
+    for png in [
+        "fig6_compaction_time.png",
+        "fig6_copyback_share.png",
+        "table4_media.png",
+        "fig7a_throughput.png",
+        "fig7b_metadata_overhead.png",
+        "table5_tl_bp.png",
+        "fig8a_throughput.png",
+        "fig8b_waf.png",
+        "fig9_chip_utilization.png",
+        "fig10_chip_utilization_timeline.png",
+        "fig11a_bandwidth.png",
+        "fig11b_copyback_share.png",
+        "fig12a_bandwidth.png",
+        "fig12b_chip_utilization.png",
+    ] {
+        let b = std::fs::read(dir.join(png)).unwrap_or_else(|e| panic!("{png}: {e}"));
+        assert!(b.starts_with(b"\x89PNG"), "{png}");
+    }
+    // Every run read back what it wrote and left a clean file system.
+    let runs: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("runs.json")).unwrap()).unwrap();
+    let runs = runs["runs"].as_array().unwrap();
+    assert!(runs.len() >= 50, "{}", runs.len());
+    for r in runs {
+        assert_eq!(r["result"]["fsck_clean"], true, "{}", r["key"]);
+        assert_eq!(r["result"]["verify"]["mismatches"], 0, "{}", r["key"]);
+        assert!(
+            r["result"]["verify"]["reads_checked"].as_u64().unwrap() > 0,
+            "{}",
+            r["key"]
+        );
+    }
+    // The schemes ran as asked: no copyback without copyback, threaded logging under ZNS+.
+    let run = |key: &str| {
+        &runs
+            .iter()
+            .find(|r| r["key"] == key)
+            .unwrap_or_else(|| panic!("no run {key}"))["result"]
+    };
+    let nocb = run("fileserver/IZC w/o cpbk/mlc/u90/c16/l2");
+    assert_eq!(nocb["device"]["copybacks"], 0);
+    assert!(nocb["device"]["readprogram_copies"].as_u64().unwrap() > 0);
+    let plus = run("fileserver/ZNS+/mlc/u90/c16/l2");
+    assert!(
+        plus["gc"]["by_method"]["threaded_logging"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn bad_papers_and_options_are_explained() {
+    let o = zonelab(&["reproduce", "zns_plus"]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("zns-plus") && e.contains("characterization"),
+        "{e}"
+    );
+    let out = temp("jobs0");
+    let o = zonelab(&[
+        "reproduce",
+        "zns-plus",
+        "--quick",
+        "--jobs",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--jobs"));
+    let _ = std::fs::remove_dir_all(&out);
+}
