@@ -35,7 +35,8 @@ pub struct ZbenchArgs {
     /// Few repetitions and 128 KiB fill writes: seconds instead of minutes.
     #[arg(long)]
     quick: bool,
-    /// Zones per occupancy level / close variant / interference run (default 100, quick 5).
+    /// Zones per occupancy level / close variant, and resets per interference run (default
+    /// 100; quick 5 and 40).
     #[arg(long)]
     reps: Option<u32>,
     /// Write size of the unmeasured fills, in LBAs (default 1 = 4 KiB as in the paper; quick 32).
@@ -67,6 +68,7 @@ pub fn run(a: ZbenchArgs) -> Result<ExitCode> {
             bail!("--reps must be at least 1");
         }
         opts.reps = r;
+        opts.interference_resets = r;
     }
     if let Some(f) = a.fill_lbas {
         opts.fill_lbas = f;

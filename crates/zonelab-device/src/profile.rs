@@ -193,6 +193,10 @@ pub struct FtlSection {
     pub gc_burst: f64,
 }
 
+fn default_true() -> bool {
+    true
+}
+
 fn default_gc_free_blocks() -> u32 {
     2
 }
@@ -266,6 +270,36 @@ pub struct ControllerSection {
     /// the median.
     #[serde(default)]
     pub management_window_holds_io: bool,
+    /// Whether host reads push back zone-management work in progress by their firmware time
+    /// (true, the default: management work uses the firmware core only when no command needs
+    /// it). The ZN540's reset unmapping does not queue behind reads: its resets with
+    /// concurrent reads complete as fast as without I/O or faster (seed 001 §III-G artifact
+    /// data: p50 15.08 ms with reads vs 15.49 ms without I/O).
+    #[serde(default = "default_true")]
+    pub reads_delay_management: bool,
+    /// Chance that a full-zone reset must flush the controller's mapping journal before it can
+    /// finish (scaled by the share of the zone capacity it unmaps; 0 = never). The flush takes
+    /// between `reset_journal_flush_min` and `_max` (uniform). On the ZN540 about one reset in
+    /// ten takes 1.5-4 ms longer than the rest (seed 001 §III-G: p95 17.94 ms without I/O
+    /// against a median near 15.3 ms; with concurrent reads 9.4% of resets pass 16 ms while
+    /// the others are done within 14.8-15.6 ms).
+    #[serde(default)]
+    pub reset_journal_flush_chance: f64,
+    #[serde(default)]
+    pub reset_journal_flush_min: Duration,
+    #[serde(default)]
+    pub reset_journal_flush_max: Duration,
+    /// Unmapping work the housekeeping task does per housekeeping tick for a reset it took
+    /// over (0 = it takes over none). With host I/O going on while a reset unmaps, the
+    /// reset's arrival starts a housekeeping run (host window, then management window, each
+    /// `management_window_ticks` ticks; with `management_window_holds_io` host I/O stalls in
+    /// the management window). A reset still unmapping when its management window opens is
+    /// taken over by the housekeeping task, which does this much of the rest per tick and
+    /// completes it on the tick grid measured from its arrival. The ZN540's read-concurrent
+    /// resets do so: ~9% complete at exactly 20, 24, 28 or 32 ms (rarely 36, 40), the rest
+    /// by 15.6 ms, none in between (seed 001 obs. 13: p95 28.00 ms; the artifact's data).
+    #[serde(default)]
+    pub housekeeping_unmap_per_tick: Duration,
     /// Zone finish: firmware work before the remaining capacity is padded.
     pub finish_cost: Duration,
     pub write_buffer: Size,
@@ -459,6 +493,22 @@ impl Profile {
                 "housekeeping_tick and management_window_ticks are set together (both 0 = no housekeeping windows)"
                     .into(),
             );
+        }
+        if !(c.reset_journal_flush_chance.is_finite()
+            && (0.0..=1.0).contains(&c.reset_journal_flush_chance))
+        {
+            return inv(format!(
+                "reset_journal_flush_chance must be between 0 and 1 (got {})",
+                c.reset_journal_flush_chance
+            ));
+        }
+        if c.reset_journal_flush_min.0 > c.reset_journal_flush_max.0 {
+            return inv("reset_journal_flush_min must not exceed reset_journal_flush_max".into());
+        }
+        if c.housekeeping_unmap_per_tick.0 > zonelab_sim::Nanos::ZERO
+            && c.housekeeping_tick.0 == zonelab_sim::Nanos::ZERO
+        {
+            return inv("housekeeping_unmap_per_tick needs a housekeeping_tick".into());
         }
         if c.pcie_lane_bandwidth.0 == 0 {
             return inv("pcie_lane_bandwidth must be greater than zero".into());
@@ -761,6 +811,11 @@ pub mod image_v2_layout {
                 housekeeping_tick: Duration::default(),
                 management_window_ticks: 0,
                 management_window_holds_io: false,
+                reads_delay_management: true,
+                reset_journal_flush_chance: 0.0,
+                reset_journal_flush_min: Duration::default(),
+                reset_journal_flush_max: Duration::default(),
+                housekeeping_unmap_per_tick: Duration::default(),
                 finish_cost: c.finish_cost,
                 write_buffer: c.write_buffer,
                 pcie_lanes: c.pcie_lanes,
@@ -817,6 +872,11 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
                 ("controller", "housekeeping_tick"),
                 ("controller", "management_window_ticks"),
                 ("controller", "management_window_holds_io"),
+                ("controller", "reads_delay_management"),
+                ("controller", "reset_journal_flush_chance"),
+                ("controller", "reset_journal_flush_min"),
+                ("controller", "reset_journal_flush_max"),
+                ("controller", "housekeeping_unmap_per_tick"),
                 ("znsplus", "copyback_limit"),
                 ("znsplus", "plugging"),
                 ("znsplus", "copyback"),

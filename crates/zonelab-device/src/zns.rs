@@ -137,6 +137,16 @@ pub struct ZonedDevice {
 /// writes and appends arriving in a management window are taken up when it ends, as the
 /// ZN540's are (its I/O stalls 16.0 ms once per 32 ms while resets are committed; seed 001
 /// obs. 12 holds for the median I/O latency, not the mean).
+///
+/// With `controller.housekeeping_unmap_per_tick` a reset that is not deferred still starts a
+/// housekeeping run when host I/O comes in while it unmaps (the ZN540's reads stall 16 ms
+/// 16 ms after a read-concurrent reset arrives): the run's timer starts at the reset's
+/// arrival, or a run under way gains the first management window that opens a window after
+/// the arrival or later. If the reset is still unmapping when its window opens (a window
+/// after its arrival), the housekeeping task takes it over, does the rest of its unmapping at
+/// `housekeeping_unmap_per_tick` per tick and completes it on the tick grid measured from its
+/// arrival (seed 001 obs. 13: the ZN540's read-concurrent resets complete by 15.6 ms or at
+/// exactly 20-40 ms). Resets arriving during such a run are not deferred.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(crate) struct Management {
     /// (completion first promised, completion now expected) per reset not yet complete.
@@ -160,12 +170,29 @@ struct Housekeeping {
     windows_until: Nanos,
     /// When the unmapping of the deferred resets queued so far is done.
     deferred_free_at: Nanos,
+    /// End of the last management window holding a deferred reset.
+    deferred_until: Nanos,
+    /// Resets unmapping on the management path that the housekeeping task may take over.
+    watched: Vec<Watched>,
+}
+
+/// A reset on the management path, as the housekeeping task sees it.
+#[derive(Clone, Copy, Debug)]
+struct Watched {
+    /// Its completion as first promised (the key of its `pending` entry).
+    promised: Nanos,
+    arrival: Nanos,
+    /// When its unmapping is done on the management path.
+    unmapped: Nanos,
+    /// Host I/O came in while it unmapped (handled once).
+    seen: bool,
 }
 
 impl Management {
     /// Queues `work` arriving at `at`; returns its provisional completion time.
     fn submit(&mut self, now: Nanos, at: Nanos, work: Nanos) -> Nanos {
         self.pending.retain(|&(_, done)| done > now);
+        self.hk.watched.retain(|w| w.unmapped > now);
         let start = at.max(self.free_at).max(self.hk.deferred_free_at);
         let done = start + work;
         self.free_at = done;
@@ -180,7 +207,7 @@ impl Management {
 
     /// Whether a reset arriving at `at` goes to the housekeeping task (`window` > 0).
     fn defers(&self, at: Nanos, window: Nanos) -> bool {
-        window > Nanos::ZERO && (at < self.hk.writers_until || at < self.hk.windows_until)
+        window > Nanos::ZERO && (at < self.hk.writers_until || at < self.hk.deferred_until)
     }
 
     /// Queues a deferred reset of `work` arriving at `at` with management windows of `window`;
@@ -198,8 +225,63 @@ impl Management {
         let since = (unmapped - self.hk.window_anchor).0;
         let k = since.div_ceil(period.0).max(1);
         let done = self.hk.window_anchor + period.times(k);
-        self.hk.windows_until = done;
+        self.hk.windows_until = self.hk.windows_until.max(done);
+        self.hk.deferred_until = done;
         done
+    }
+
+    /// A reset submitted at `at` that completes at `done` unless the housekeeping task takes
+    /// it over (see [`Management`]).
+    fn watch(&mut self, at: Nanos, done: Nanos) {
+        self.hk.watched.push(Watched {
+            promised: done,
+            arrival: at,
+            unmapped: done,
+            seen: false,
+        });
+    }
+
+    /// A host command is taken up at `at`: resets unmapping then start (or extend) a
+    /// housekeeping run of windows of `window`, and one still unmapping when its management
+    /// window opens is completed by the housekeeping task on its grid of `tick`s, doing
+    /// `per_tick` of the rest per tick.
+    fn host_io(&mut self, at: Nanos, window: Nanos, tick: Nanos, per_tick: Nanos) {
+        if per_tick == Nanos::ZERO || window == Nanos::ZERO {
+            return;
+        }
+        let period = window.times(2);
+        for i in 0..self.hk.watched.len() {
+            let w = self.hk.watched[i];
+            if w.seen || at < w.arrival || at >= w.unmapped {
+                continue;
+            }
+            self.hk.watched[i].seen = true;
+            let hk = &mut self.hk;
+            if w.arrival >= hk.windows_until {
+                hk.window_anchor = w.arrival;
+                hk.windows_until = w.arrival + period;
+            } else {
+                // The run's first management window that opens `window` after the arrival or
+                // later.
+                let n = w
+                    .arrival
+                    .saturating_sub(hk.window_anchor)
+                    .0
+                    .div_ceil(period.0);
+                let end = hk.window_anchor + period.times(n + 1);
+                hk.windows_until = hk.windows_until.max(end);
+            }
+            let opens = w.arrival + window;
+            if w.unmapped > opens {
+                let ticks = (w.unmapped - opens).0.div_ceil(per_tick.0);
+                let done = opens + tick.times(ticks);
+                for p in self.pending.iter_mut() {
+                    if p.0 == w.promised {
+                        p.1 = p.1.max(done);
+                    }
+                }
+            }
+        }
     }
 
     /// When a host command arriving at `at` is taken up: at the end of the management window
@@ -231,6 +313,11 @@ impl Management {
                 *done += fw;
             }
         }
+        for w in self.hk.watched.iter_mut() {
+            if w.unmapped > at {
+                w.unmapped += fw;
+            }
+        }
         self.free_at += fw;
     }
 
@@ -242,6 +329,8 @@ impl Management {
         self.hk.writers_until = self.hk.writers_until.min(at);
         self.hk.windows_until = self.hk.windows_until.min(at);
         self.hk.deferred_free_at = self.hk.deferred_free_at.min(at);
+        self.hk.deferred_until = self.hk.deferred_until.min(at);
+        self.hk.watched.clear();
     }
 
     fn current(&self, promised: Nanos) -> Nanos {
@@ -412,15 +501,17 @@ impl ZonedDevice {
     /// When a host read, write or append fetched at `at` is taken up: after the management
     /// window it arrives in when such windows hold host I/O
     /// (`controller.management_window_holds_io`).
-    fn held(&self, at: Nanos) -> Nanos {
+    /// Host I/O coming in also lets the housekeeping task take over resets in progress
+    /// (`controller.housekeeping_unmap_per_tick`).
+    fn held(&mut self, at: Nanos) -> Nanos {
         let c = &self.profile.controller;
+        let tick = c.housekeeping_tick.0;
+        let window = tick.times(c.management_window_ticks as u64);
+        self.management
+            .host_io(at, window, tick, c.housekeeping_unmap_per_tick.0);
         if !c.management_window_holds_io {
             return at;
         }
-        let window = c
-            .housekeeping_tick
-            .0
-            .times(c.management_window_ticks as u64);
         self.management.hold(at, window)
     }
 
@@ -497,7 +588,8 @@ impl ZonedDevice {
         append: bool,
     ) -> Completion {
         let c = self.profile.controller;
-        let at = self.held(self.arrive(at));
+        let at = self.arrive(at);
+        let at = self.held(at);
         let nlb = data.blocks(self.lba_size);
         if let WriteData::Bytes(b) = data
             && !(b.len() as u64).is_multiple_of(self.lba_size)
@@ -680,7 +772,8 @@ impl ZonedDevice {
     ) -> Completion {
         let read_cost = self.profile.controller.read_cost.0;
         let cq_post = self.profile.controller.cq_post.0;
-        let at = self.held(self.arrive(at));
+        let at = self.arrive(at);
+        let at = self.held(at);
         if nlb == 0 || nlb > self.buffer_limit() {
             return self.error(now, at, read_cost, NvmeStatus::InvalidFieldInCommand);
         }
@@ -690,7 +783,9 @@ impl ZonedDevice {
         self.background_plugging(now);
         self.counters.reads += 1;
         self.counters.read_lbas += nlb;
-        self.management.preempt(at, read_cost);
+        if self.profile.controller.reads_delay_management {
+            self.management.preempt(at, read_cost);
+        }
         let t = self.firmware.run(now, at, read_cost);
         let mut data_ready = t;
         let mut out = out;
@@ -911,7 +1006,11 @@ impl ZonedDevice {
                 let t = if self.management.defers(at, window) {
                     self.management.defer(at, work, window)
                 } else {
-                    self.management.submit(now, at, work)
+                    let t = self.management.submit(now, at, work);
+                    if c.housekeeping_unmap_per_tick.0 > Nanos::ZERO {
+                        self.management.watch(at, t);
+                    }
+                    t
                 };
                 self.discard_buffered(zone);
                 self.data.clear(zone.0);
@@ -952,11 +1051,27 @@ impl ZonedDevice {
         let c = &self.profile.controller;
         let pages = o.written.div_ceil(self.lbas_per_chunk.get());
         let mut unmap = c.reset_cost_per_page.0.times(pages);
+        // Draws per reset the device has done: deterministic for a given history.
+        let mut rng = SimRng::stream(RESET_UNMAP_STREAM, self.counters.zone_resets);
         if c.reset_unmap_variation > 0.0 && pages > 0 {
-            // One draw per reset the device has done: deterministic for a given history.
-            let u = SimRng::stream(RESET_UNMAP_STREAM, self.counters.zone_resets).unit();
+            let u = rng.unit();
             let extra = unmap.0 as f64 * c.reset_unmap_variation * -(1.0 - u).ln();
             unmap += Nanos::from_f64_ns(extra);
+        }
+        if c.reset_journal_flush_chance > 0.0 && pages > 0 {
+            // The journal fills with the unmapped pages: the chance of a flush grows with them.
+            let cap = self
+                .zones
+                .geometry()
+                .zone_capacity
+                .div_ceil(self.lbas_per_chunk.get())
+                .max(1);
+            let chance = c.reset_journal_flush_chance * (pages as f64 / cap as f64).min(1.0);
+            if rng.unit() < chance {
+                let (lo, hi) = (c.reset_journal_flush_min.0, c.reset_journal_flush_max.0);
+                let span = (hi - lo).0 as f64 * rng.unit();
+                unmap += lo + Nanos::from_f64_ns(span);
+            }
         }
         let sealed = self.progress[zone.0 as usize].programmed_chunks >= self.map.chunks_per_zone();
         let open_blocks = if sealed {
@@ -1518,6 +1633,52 @@ mod tests {
         assert_eq!(deferred, c.sq_fetch.0 + Nanos::from_ms(32) + c.cq_post.0);
         assert!(at_once < Nanos::from_ms(4), "{at_once}");
         assert_eq!((w1, w2), (w1_off, w2_off), "writes are not slowed");
+    }
+
+    /// Seed 001 obs. 13 (the artifact's read-concurrent resets): with
+    /// `housekeeping_unmap_per_tick`, a reset still unmapping when the management window of
+    /// the run its concurrent reads started opens (16 ms after its arrival) completes on the
+    /// 4 ms grid measured from its arrival; a shorter one completes as it would alone, and
+    /// reads do not push either back.
+    #[test]
+    fn a_long_reset_with_concurrent_reads_is_completed_on_the_housekeeping_grid() {
+        // (reset alone, reset with a read 1 ms after it arrives)
+        let run = |per_page: &str| -> (Nanos, Nanos) {
+            let lat = |with_read: bool| {
+                let mut d = small(&[
+                    per_page,
+                    "housekeeping_tick=4ms",
+                    "management_window_ticks=4",
+                    "reads_delay_management=false",
+                    "housekeeping_unmap_per_tick=1ms",
+                ]);
+                let t = fill(&mut d, 1, 64, 1, Nanos(0));
+                let t = fill(&mut d, 0, 64, 100, t) + Nanos::from_ms(1);
+                let r = d.zone_mgmt(t, t, ZoneAction::Reset, Lba(0), false);
+                if with_read {
+                    let t2 = t + Nanos::from_ms(1);
+                    let rd = d.read(t2, t2, Lba(64), 1, None);
+                    assert!(rd.status.is_ok());
+                }
+                // The completion as the host stack sees it when it comes (it may move later).
+                let done = d.management_completion(r.done);
+                let c = d.profile.controller;
+                done - t - c.sq_fetch.0 - c.cq_post.0
+            };
+            (lat(false), lat(true))
+        };
+        let (alone, with_read) = run("reset_cost_per_page=0.5ms");
+        assert!(alone < Nanos::from_ms(16), "{alone}");
+        assert_eq!(alone, with_read, "a short reset is not taken over");
+        let (alone, with_read) = run("reset_cost_per_page=2ms");
+        assert!(alone > Nanos::from_ms(17), "{alone}");
+        // The rest after the window opens, at 1 ms per 4 ms tick.
+        let rest = (alone - Nanos::from_ms(16)).0.div_ceil(Nanos::from_ms(1).0);
+        assert_eq!(
+            with_read,
+            Nanos::from_ms(16) + Nanos::from_ms(4).times(rest),
+            "alone {alone}"
+        );
     }
 
     /// Seed 001 obs. 13: resets of equally full zones vary (mapping-table work), never below
