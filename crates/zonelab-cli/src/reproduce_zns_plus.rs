@@ -208,6 +208,8 @@ impl Cfg {
             format!("workload.kind={kind}"),
             format!("workload.threads={threads}"),
             format!("run.warmup=\"{}\"", sc.warmup),
+            // Measure the steady state: the window opens once cleaning has begun.
+            format!("run.warmup_cleaned={}", (zones / 16).max(2)),
             format!("run.duration=\"{}\"", sc.duration),
         ];
         v.extend(self.scheme.sets());

@@ -24,7 +24,7 @@ use zonelab_lfs::fs::{Fs, FsOptions, FsStats, HostModel};
 use zonelab_lfs::layout::{DeviceShape, FormatOptions, plan};
 use zonelab_lfs::policy;
 use zonelab_sim::{Nanos, Sim};
-use zonelab_workload::fs::{FsWorkload, MeasureHook, Preset, RunConfig, RunLength};
+use zonelab_workload::fs::{FsWorkload, MeasureHook, Preset, RunConfig, RunLength, WarmGate};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -178,6 +178,12 @@ struct WorkloadCfg {
 struct RunCfg {
     /// Simulated time excluded from the figures.
     warmup: Option<String>,
+    /// Zones the file system must clean (by any method) after `warmup` before the measured
+    /// phase starts: the steady state of a GC study rather than the first pass over
+    /// free space.
+    warmup_cleaned: Option<u64>,
+    /// Longest simulated warm-up while waiting for `warmup_cleaned` (default 10 min).
+    warmup_limit: Option<String>,
     /// Simulated length of the measured phase ...
     duration: Option<String>,
     /// ... or its number of operations.
@@ -474,6 +480,11 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
         Some(s) => parse_duration(s).map_err(|e| anyhow!("run.warmup: {e}"))?,
         None => Nanos::ZERO,
     };
+    let warmup_cleaned = exp.run.warmup_cleaned;
+    let warmup_limit = match &exp.run.warmup_limit {
+        Some(s) => parse_duration(s).map_err(|e| anyhow!("run.warmup_limit: {e}"))?,
+        None => Nanos::from_secs(600),
+    };
     let length = match (&exp.run.duration, exp.run.ops) {
         (Some(_), Some(_)) => bail!("run: give duration or ops, not both"),
         (Some(d), None) => Some(RunLength::Time(
@@ -498,6 +509,7 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
         warmup,
         stop_on_mismatch: true,
         on_measure: None,
+        warm_until: None,
     };
 
     let sim = Sim::new();
@@ -569,6 +581,21 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
                     *ws.borrow_mut() = Some((s2.now(), snapshot, stats.compaction.len()));
                     ww.set(Some(Instant::now()));
                 })));
+            }
+            if let Some(n) = warmup_cleaned.filter(|&n| n > 0) {
+                let (fs, first) = (fs.clone(), Rc::new(Cell::new(None::<u64>)));
+                cfg.warm_until = Some(WarmGate {
+                    // Counted from the end of `warmup` (the first check): zones cleaned while
+                    // the fileset was built do not make the run warm.
+                    ready: Rc::new(move || {
+                        let cleaned = fs.stats().zones_cleaned;
+                        let base = first.get().unwrap_or(cleaned);
+                        first.set(Some(base));
+                        cleaned >= base + n
+                    }),
+                    limit: warmup_limit,
+                    what: format!("the file system to clean {n} zones (run.warmup_cleaned)"),
+                });
             }
             // 100 ms samples of free zones and file-system write bandwidth.
             {

@@ -41,6 +41,41 @@ pub struct RunConfig {
     /// counters and report the measured window alone.
     #[serde(skip)]
     pub on_measure: Option<MeasureHook>,
+    /// Ends the warm-up only once the system under test says it is warm (checked every
+    /// [`WarmGate::POLL`] of simulated time after `warmup` has passed), e.g. once the file
+    /// system has started cleaning: GC studies measure the steady state, not the first pass
+    /// over free space.
+    #[serde(skip)]
+    pub warm_until: Option<WarmGate>,
+}
+
+/// A condition the warm-up waits for (see [`RunConfig::warm_until`]).
+#[derive(Clone)]
+pub struct WarmGate {
+    /// Whether the system is warm now.
+    pub ready: Rc<dyn Fn() -> bool>,
+    /// Longest warm-up (simulated) before the run fails.
+    pub limit: Nanos,
+    /// What is waited for, for the error when `limit` passes ("the file system has cleaned
+    /// 4 zones").
+    pub what: String,
+}
+
+impl WarmGate {
+    /// How often the condition is checked, in simulated time.
+    pub const POLL: Nanos = Nanos::from_ms(10);
+}
+
+impl std::fmt::Debug for WarmGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WarmGate({}, limit {})", self.what, self.limit)
+    }
+}
+
+impl PartialEq for WarmGate {
+    fn eq(&self, other: &Self) -> bool {
+        Rc::ptr_eq(&self.ready, &other.ready)
+    }
 }
 
 /// A callback run when a workload's measured phase starts (see [`RunConfig::on_measure`]).
@@ -68,6 +103,7 @@ impl Default for RunConfig {
             warmup: Nanos::ZERO,
             stop_on_mismatch: true,
             on_measure: None,
+            warm_until: None,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! budget of operations or time, statistics, verification counters, first error) and the
 //! simulated threads.
 
-use super::config::{RunConfig, RunLength};
+use super::config::{RunConfig, RunLength, WarmGate};
 use super::content::{Content, Mismatch, Versions};
 use super::report::{Recorder, SetupReport, VerifyReport};
 use std::cell::{Cell, RefCell};
@@ -130,22 +130,63 @@ impl<F: FileSystem + 'static> Ctx<F> {
 
     /// Ends the setup phase: operations from now on count toward the run's budget and, after
     /// the warm-up, toward the statistics.
-    pub fn start_measuring(&self) {
+    ///
+    /// With [`RunConfig::warm_until`] the measured phase starts at the first check after the
+    /// warm-up time at which the condition holds; the run fails if it does not hold within the
+    /// gate's limit.
+    pub fn start_measuring(self: &Rc<Self>) {
         let now = self.sim.now();
         self.setup.borrow_mut().simulated_ns = now.0;
         let from = now + self.cfg.warmup;
         self.measuring.set(true);
+        let Some(gate) = self.cfg.warm_until.clone() else {
+            self.open_window(from);
+            if let Some(hook) = self.cfg.on_measure.clone() {
+                let sim = self.sim.clone();
+                self.sim.spawn(async move {
+                    sim.sleep_until(from).await;
+                    (hook.0)();
+                });
+            }
+            return;
+        };
+        // Nothing counts until the gate opens the window.
+        self.measure_from.set(Nanos::MAX);
+        let ctx = self.clone();
+        self.sim.spawn(async move {
+            ctx.sim.sleep_until(from).await;
+            loop {
+                if ctx.stopped.get() {
+                    return;
+                }
+                let t = ctx.sim.now();
+                if (gate.ready)() {
+                    ctx.open_window(t);
+                    if let Some(hook) = ctx.cfg.on_measure.clone() {
+                        (hook.0)();
+                    }
+                    return;
+                }
+                if t - now >= gate.limit {
+                    ctx.fail(FsWorkloadError::Config(format!(
+                        "the warm-up waited {} of simulated time for {} and it did not \
+                         happen: write more (a longer run, a higher utilization) or wait \
+                         for less",
+                        gate.limit, gate.what
+                    )));
+                    return;
+                }
+                ctx.sim.sleep(WarmGate::POLL).await;
+            }
+        });
+    }
+
+    /// The measured phase starts at `from`.
+    fn open_window(&self, from: Nanos) {
         self.measure_from.set(from);
         self.last_end.set(from);
         if let Some(RunLength::Time(d)) = self.cfg.run {
             self.deadline.set(Some(from + d));
-        }
-        if let Some(hook) = self.cfg.on_measure.clone() {
-            let sim = self.sim.clone();
-            self.sim.spawn(async move {
-                sim.sleep_until(from).await;
-                (hook.0)();
-            });
         }
     }
 

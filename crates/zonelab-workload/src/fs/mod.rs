@@ -34,7 +34,7 @@ pub mod report;
 #[cfg(test)]
 mod tests;
 
-pub use config::{MeasureHook, RunConfig, RunLength, SizeDist};
+pub use config::{MeasureHook, RunConfig, RunLength, SizeDist, WarmGate};
 pub use engine::{FsWorkloadError, FsWorkloadResult};
 pub use filebench::{FilebenchParams, Personality, Preset};
 pub use fio_files::{FileRw, FioFileParams};

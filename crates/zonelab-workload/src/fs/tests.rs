@@ -438,6 +438,53 @@ fn timed_runs_follow_virtual_time() {
     assert!(r.verify.reads_checked > reads + 900);
 }
 
+/// A warm-up gate holds the measured window until it says the system is warm, and a gate that
+/// never opens fails the run with its reason once its limit passes.
+#[test]
+fn warm_gate_delays_the_window_and_fails_past_its_limit() {
+    let run = |ready_at: Nanos, limit: Nanos| {
+        let sim = Sim::new();
+        let fs = memfs(&sim, PayloadMode::Fingerprint, 64 << 20, Nanos::from_us(10));
+        let mut w = FsWorkload::new("fio").unwrap();
+        w.set("rw", "randread").unwrap();
+        w.set("size", "4m").unwrap();
+        let mut c = cfg(
+            PayloadMode::Fingerprint,
+            9,
+            Some(RunLength::Time(Nanos::from_ms(10))),
+        );
+        c.warmup = Nanos::from_ms(5);
+        let s = sim.clone();
+        let start = Rc::new(Cell::new(None::<Nanos>));
+        let st = start.clone();
+        c.on_measure = Some(MeasureHook(Rc::new(move || st.set(Some(s.now())))));
+        let s = sim.clone();
+        c.warm_until = Some(WarmGate {
+            ready: Rc::new(move || s.now() >= ready_at),
+            limit,
+            what: "the test's instant".into(),
+        });
+        let r = run_on(fs, &sim, w, c);
+        (r, start.get())
+    };
+    let (r, opened) = run(Nanos::from_ms(43), Nanos::from_secs(1));
+    let r = r.unwrap();
+    // The fileset is built at some instant t0; the window opens at the first 10 ms check at
+    // or after 43 ms, measured from t0 + 5 ms, and lasts 10 ms.
+    let opened = opened.expect("window opened");
+    assert!(opened >= Nanos::from_ms(43), "{opened}");
+    assert!(opened < Nanos::from_ms(43) + WarmGate::POLL, "{opened}");
+    assert!(
+        (r.simulated_secs - 0.01).abs() < 1e-4,
+        "{}",
+        r.simulated_secs
+    );
+    let (r, opened) = run(Nanos::MAX, Nanos::from_ms(50));
+    assert_eq!(opened, None);
+    let e = r.expect_err("the gate never opens").to_string();
+    assert!(e.contains("the test's instant"), "{e}");
+}
+
 #[test]
 fn mdtest_creates_stats_reads_and_removes() {
     for mode in MODES {
