@@ -203,6 +203,9 @@ impl Cfg {
             // Room for the zones and the metadata zones `zonelab run` adds.
             format!("device.set.blocks_per_plane={}", (zones + 64).max(544)),
             format!("device.set.pcie_lanes={}", self.lanes),
+            // A segment's valid bitmap fits one SIT block up to 16 Ki blocks (64 MiB): larger
+            // zones (64 chips) are sections of several segments, as F2FS's are.
+            format!("fs.segs_per_zone={}", n.div_ceil(32)),
             format!("host.dram=\"{}MiB\"", sc.zones),
             format!("fs.utilization={}", self.util as f64 / 100.0),
             format!("workload.kind={kind}"),
