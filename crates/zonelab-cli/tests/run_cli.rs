@@ -269,8 +269,10 @@ fn an_izc_run_compacts_zones_inside_the_device() {
     std::fs::remove_file(&out).ok();
 }
 
-/// ZNS+ (seed 000 §3.2.2, §3.3.2): at 90% most zones are reclaimed by threaded logging, whose
-/// skipped blocks the device plugs; the run is verified and fsck-clean.
+/// ZNS+ (seed 000 §3.2.2, §3.3.2): at 90% hybrid segment recycling reclaims zones by threaded
+/// logging, whose skipped blocks the device plugs, as well as by compaction; the run is verified
+/// and fsck-clean. (Which one wins depends on the zones' valid counts: HSR compares costs per
+/// block reclaimed.)
 #[test]
 fn a_znsplus_run_reclaims_zones_by_threaded_logging() {
     let exp = experiment();
@@ -303,7 +305,7 @@ fn a_znsplus_run_reclaims_zones_by_threaded_logging() {
     let by = &v["gc"]["by_method"];
     let tl = by["threaded_logging"].as_u64().unwrap();
     let sc = by["izc"].as_u64().unwrap();
-    assert!(tl > 0 && tl >= sc, "{by}");
+    assert!(tl > 0 && sc > 0, "{by}");
     let d = &v["device"];
     // The device counts a TL_open when it runs, the file system when it asks: one may cross
     // a window edge.
