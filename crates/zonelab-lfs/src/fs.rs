@@ -2193,13 +2193,15 @@ impl Fs {
         copy: InStorage,
     ) -> FsResult<(zonelab_sim::JoinHandle<FsResult<()>>, u64)> {
         loop {
-            // Data blocks are repointed in their owner nodes, which must be resident.
+            // Data blocks are repointed in their owner nodes, which must be resident; node
+            // blocks are repointed in the NAT and need not be read (seed 000 §3.2.1).
             let missing: Vec<Nid> = {
                 let st = self.inner.st.borrow();
                 let layout = &st.segs.layout;
                 (0..layout.blocks_per_zone)
                     .map(|off| layout.addr(z, off))
                     .filter(|&a| st.segs.is_valid(a))
+                    .filter(|&a| st.nat.entries[st.segs.owner(a).nid as usize].addr != a)
                     .map(|a| st.segs.owner(a).nid)
                     .filter(|&nid| st.nat.entries[nid as usize].ino != 0)
                     .filter(|&nid| st.cache.node(nid).is_none())
