@@ -2332,6 +2332,11 @@ impl Fs {
         s
     }
 
+    /// Segments per zone, as formatted.
+    pub fn segs_per_zone(&self) -> u32 {
+        self.inner.st.borrow().segs.layout.sb.segs_per_zone
+    }
+
     pub fn free_zones(&self) -> u32 {
         self.inner.st.borrow().segs.free_zones.len() as u32
     }
