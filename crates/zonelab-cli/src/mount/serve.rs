@@ -192,16 +192,20 @@ impl Server {
         let origin = Instant::now();
         let v0 = self.sim.now();
         let model_time = |at: Instant| v0 + Nanos(at.duration_since(origin).as_nanos() as u64);
+        // Brings the model up to now: with realtime pacing, before a request enters, so that
+        // it starts no earlier in virtual time than it arrived on the wall clock.
+        let catch_up = || match pace {
+            Pace::Realtime => self.sim.run_until(model_time(Instant::now())),
+            Pace::None => self.sim.run_until(self.sim.now()),
+        };
         let mut stall_reported = false;
         loop {
-            match pace {
-                Pace::Realtime => self.sim.run_until(model_time(Instant::now())),
-                Pace::None => self.sim.run_until(self.sim.now()),
-            }
+            catch_up();
             let mut got = false;
             loop {
                 match rx.try_recv() {
                     Ok(m) => {
+                        catch_up();
                         self.accept(m);
                         got = true;
                     }
@@ -256,6 +260,7 @@ impl Server {
                 }
             };
             if let Some(m) = msg {
+                catch_up();
                 self.accept(m);
             }
         }
