@@ -194,7 +194,7 @@ pub(crate) enum Msg {
     Op(Op, Caller),
     /// The FUSE session ended: the file system was unmounted (`zonelab umount`, umount(8)).
     SessionEnded(io::Result<()>),
-    /// SIGINT or SIGTERM: finish the requests in flight, then unmount and save.
+    /// SIGINT, SIGTERM or SIGHUP: finish the requests in flight, then unmount and save.
     Stop,
 }
 

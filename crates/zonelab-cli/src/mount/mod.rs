@@ -4,7 +4,7 @@
 //! One process serves a mount. Its main thread owns the simulation — device, host stack and
 //! file system on one [`zonelab_sim::Sim`] — and runs every FUSE request as a task in virtual
 //! time ([`serve`]); the FUSE session thread only forwards requests ([`kernel`]); a third
-//! thread waits for SIGINT and SIGTERM. The mount ends when the file system is unmounted
+//! thread waits for SIGINT, SIGTERM and SIGHUP. The mount ends when the file system is unmounted
 //! (`zonelab umount`, umount(8)) or on one of those signals: requests in flight finish, the
 //! file system is unmounted with a checkpoint, and the device state, with its virtual clock,
 //! is written back into the image file atomically (a temporary file renamed over it), as
@@ -176,7 +176,8 @@ fn lock_image(path: &Path) -> Result<File> {
     Ok(f)
 }
 
-/// SIGINT and SIGTERM, blocked in every thread of the mount (threads inherit the mask) and
+/// SIGINT, SIGTERM and SIGHUP (the terminal of a background mount closing), blocked in every
+/// thread of the mount (threads inherit the mask) and
 /// taken by [`watch_signals`] alone.
 fn stop_signals() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset initialize the set they are given.
@@ -185,6 +186,7 @@ fn stop_signals() -> libc::sigset_t {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
         set
     }
 }
@@ -208,7 +210,7 @@ fn umount2(mp: &Path, flags: i32) -> std::io::Result<()> {
     }
 }
 
-/// Waits for SIGINT or SIGTERM; then unmounts `mp` (detaching it lazily if files are open
+/// Waits for a stop signal ([`stop_signals`]); then unmounts `mp` (detaching it lazily if files are open
 /// on it) and tells the simulation thread to finish.
 fn watch_signals(mp: PathBuf, tx: mpsc::Sender<kernel::Msg>) {
     std::thread::spawn(move || {
@@ -216,10 +218,10 @@ fn watch_signals(mp: PathBuf, tx: mpsc::Sender<kernel::Msg>) {
         let mut sig = 0;
         // SAFETY: a valid signal set, blocked in this thread; `sig` is written by the call.
         while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
-        let name = if sig == libc::SIGINT {
-            "SIGINT"
-        } else {
-            "SIGTERM"
+        let name = match sig {
+            libc::SIGINT => "SIGINT",
+            libc::SIGHUP => "SIGHUP",
+            _ => "SIGTERM",
         };
         eprintln!(
             "zonelab: {name}: unmounting {} and saving the image",
