@@ -79,6 +79,19 @@ pub struct StatsArgs {
     mountpoint: PathBuf,
 }
 
+/// A message on stderr, also when nobody reads it any more: a mount outlives the terminal or
+/// pipe it was started from, and must still save its image.
+pub(crate) fn note(msg: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}
+
+/// A line on stdout that may find no reader (as [`note`]).
+fn say(msg: std::fmt::Arguments) {
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "{msg}");
+    let _ = out.flush();
+}
+
 /// FUSE mounts without fusermount need root (CAP_SYS_ADMIN) and the FUSE device.
 fn check_fuse_available() -> Result<()> {
     // SAFETY: geteuid has no preconditions.
@@ -140,14 +153,16 @@ fn check_mountpoint(mp: &Path) -> Result<PathBuf> {
             mp.display()
         )
     })?;
-    if !canon.is_dir() {
-        bail!("mount point {} is not a directory", mp.display());
-    }
     if let Some((fstype, _)) = mount_at(&canon) {
         bail!(
-            "{} is already a mount point ({fstype}); unmount it first or pick another directory",
+            "{} is already a mount point ({fstype}); unmount it first (`umount -l {}` if its \
+             process is gone) or pick another directory",
+            mp.display(),
             mp.display()
         );
+    }
+    if !canon.is_dir() {
+        bail!("mount point {} is not a directory", mp.display());
     }
     let mut entries = std::fs::read_dir(&canon)
         .with_context(|| format!("cannot read mount point {}", mp.display()))?;
@@ -223,16 +238,16 @@ fn watch_signals(mp: PathBuf, tx: mpsc::Sender<kernel::Msg>) {
             libc::SIGHUP => "SIGHUP",
             _ => "SIGTERM",
         };
-        eprintln!(
+        note(format_args!(
             "zonelab: {name}: unmounting {} and saving the image",
             mp.display()
-        );
+        ));
         if let Err(e) = umount2(&mp, 0) {
-            eprintln!(
+            note(format_args!(
                 "zonelab: {} is busy ({e}); detaching it: programs with files open on it get \
                  errors from now on",
                 mp.display()
-            );
+            ));
             let _ = umount2(&mp, libc::MNT_DETACH);
         }
         let _ = tx.send(kernel::Msg::Stop);
@@ -241,11 +256,18 @@ fn watch_signals(mp: PathBuf, tx: mpsc::Sender<kernel::Msg>) {
 
 pub fn mount(a: MountArgs) -> Result<ExitCode> {
     check_fuse_available()?;
+    // Output to a reader that went away must not end the mount before it saves the image
+    // (`main` restores SIGPIPE's default for the short commands).
+    // SAFETY: SIG_IGN is a valid disposition for SIGPIPE; no other thread exists yet.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
     let mp = check_mountpoint(&a.mountpoint)?;
     let policy = policy::by_name(&a.policy).map_err(|e| anyhow!("--policy {}: {e}", a.policy))?;
     let izc = matches!(policy.migration(), Migration::InStorage(_));
     let _lock = lock_image(&a.image)?;
     let img = image::load(&a.image)?;
+    let image_path = a.image.canonicalize().unwrap_or(a.image.clone());
     if img.device.payload_mode() != PayloadMode::Full {
         bail!(
             "{}: the device stores fingerprints, not bytes; a mount needs an image made with \
@@ -280,7 +302,7 @@ pub fn mount(a: MountArgs) -> Result<ExitCode> {
             stacks.companion.clone(),
         );
         let head = json!({
-            "image": a.image, "mountpoint": mp, "pid": std::process::id(),
+            "image": image_path, "mountpoint": mp, "pid": std::process::id(),
             "policy": a.policy, "pace": a.pace, "companion": a.companion,
         });
         Box::new(move || {
@@ -311,20 +333,17 @@ pub fn mount(a: MountArgs) -> Result<ExitCode> {
     let orphans = serve::drive(&sim, async move { s.clean_orphans().await })?
         .map_err(|e| anyhow!("cannot clean up {}: {e}", serve::ORPHANS_NAME))?;
     if orphans > 0 {
-        eprintln!(
+        note(format_args!(
             "zonelab: removed {orphans} file(s) that were unlinked while open when the file \
              system was last stopped"
-        );
+        ));
     }
 
     block_stop_signals();
     let (tx, rx) = mpsc::channel();
     let mut config = fuser::Config::default();
     config.mount_options = vec![
-        fuser::MountOption::FSName(format!(
-            "{SOURCE_PREFIX}{}",
-            a.image.canonicalize().unwrap_or(a.image.clone()).display()
-        )),
+        fuser::MountOption::FSName(format!("{SOURCE_PREFIX}{}", image_path.display())),
         // The kernel checks permissions against mode, owner and group (as for a local file
         // system); every user may use the mount.
         fuser::MountOption::DefaultPermissions,
@@ -343,7 +362,7 @@ pub fn mount(a: MountArgs) -> Result<ExitCode> {
             .context("cannot start the FUSE session thread")?;
     }
     watch_signals(mp.clone(), tx);
-    println!(
+    say(format_args!(
         "zonelab: {} mounted on {} (policy {}, pace {}); stop with `zonelab umount {}`",
         a.image.display(),
         mp.display(),
@@ -353,7 +372,7 @@ pub fn mount(a: MountArgs) -> Result<ExitCode> {
             Pace::None => "none",
         },
         mp.display()
-    );
+    ));
     let _ = std::io::stdout().flush();
 
     server.serve(&rx, a.pace);
@@ -376,12 +395,12 @@ pub fn mount(a: MountArgs) -> Result<ExitCode> {
             a.image.display()
         )
     })?;
-    println!(
+    say(format_args!(
         "zonelab: {} unmounted; {} saved (virtual clock {:.3} s)",
         mp.display(),
         a.image.display(),
         sim.now().as_secs_f64()
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -409,8 +428,20 @@ fn zonelab_mount(mp: &Path) -> Result<PathBuf> {
 }
 
 fn read_stats(mp: &Path) -> Result<serde_json::Value> {
-    let text = std::fs::read(mp.join(serve::STATS_NAME))
-        .with_context(|| format!("cannot read the counters of the mount on {}", mp.display()))?;
+    let text = match std::fs::read(mp.join(serve::STATS_NAME)) {
+        Ok(t) => t,
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => bail!(
+            "the process serving {} is gone (killed or crashed); release the mount point with \
+             `umount -l {}`: the image holds the state of its last save",
+            mp.display(),
+            mp.display()
+        ),
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!("cannot read the counters of the mount on {}", mp.display())
+            });
+        }
+    };
     serde_json::from_slice(&text).context("the mount's counters are not JSON")
 }
 
@@ -435,8 +466,15 @@ pub fn umount(a: UmountArgs) -> Result<ExitCode> {
         .ok_or_else(|| anyhow!("the mount's counters name no process"))? as u32;
     let image = stats["mount"]["image"]
         .as_str()
-        .unwrap_or("the image")
+        .ok_or_else(|| anyhow!("the mount's counters name no image"))?
         .to_string();
+    // Saving renames a new file over the image: its inode changes.
+    let inode = |p: &str| {
+        std::fs::metadata(p)
+            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+            .ok()
+    };
+    let before = inode(&image);
     if let Err(e) = umount2(&mp, 0) {
         return Err(match e.raw_os_error() {
             Some(libc::EBUSY) => anyhow!(
@@ -464,6 +502,13 @@ pub fn umount(a: UmountArgs) -> Result<ExitCode> {
             told = true;
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+    if inode(&image) == before {
+        bail!(
+            "{} is unmounted, but process {pid} ended without saving {image}; its error output \
+             says why (the image holds the state of the previous save)",
+            mp.display()
+        );
     }
     println!("{} unmounted; {image} saved", mp.display());
     Ok(ExitCode::SUCCESS)

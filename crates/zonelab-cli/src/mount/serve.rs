@@ -246,12 +246,12 @@ impl Server {
                 _ => {
                     if self.in_flight.get() > 0 && !stall_reported {
                         stall_reported = true;
-                        eprintln!(
+                        super::note(format_args!(
                             "zonelab: the simulation stalled at {} with {} request(s) in flight; \
                              they will not be answered",
                             self.sim.now(),
                             self.in_flight.get()
-                        );
+                        ));
                     }
                     if self.stopping.get() {
                         return;
@@ -288,7 +288,9 @@ impl Server {
             }
             Msg::SessionEnded(r) => {
                 if let Err(e) = r {
-                    eprintln!("zonelab: the FUSE session ended with an error: {e}");
+                    super::note(format_args!(
+                        "zonelab: the FUSE session ended with an error: {e}"
+                    ));
                 }
                 self.stopping.set(true);
             }
