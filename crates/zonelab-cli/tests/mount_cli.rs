@@ -270,9 +270,16 @@ fn fio_verifies_crc32c_before_and_after_a_remount() {
     let (_dir, img, mp) = formatted("fio");
     let m = mount(&img, &mp, "none");
     fs::create_dir(mp.join("fio")).unwrap();
-    let job = "fio --name=v --directory=fio --ioengine=psync --rw=randwrite --bs=4k --size=4m \
-               --numjobs=2 --verify=crc32c --fsync=32 --fallocate=none";
-    let out = sh(&mp, &format!("{job} --do_verify=1 --output-format=json"));
+    // One job through the page cache, one with O_DIRECT.
+    // (Options before the first --name are global.)
+    let job = |mode: &str| {
+        format!(
+            "fio --output-format=json {mode} --directory=fio --ioengine=psync --rw=randwrite \
+             --bs=4k --size=4m --verify=crc32c --fsync=32 --fallocate=none \
+             --name=cached --name=direct --direct=1"
+        )
+    };
+    let out = sh(&mp, &job("--do_verify=1"));
     let v: serde_json::Value = serde_json::from_str(&out).expect("fio JSON");
     for j in v["jobs"].as_array().unwrap() {
         assert_eq!(j["error"], 0, "{j}");
@@ -286,7 +293,7 @@ fn fio_verifies_crc32c_before_and_after_a_remount() {
     let m = mount(&img, &mp, "none");
     assert_eq!(sh(&mp, "sha256sum fio/*"), sums);
     // The same job in verify-only mode checks every block's crc32c header again.
-    let out = sh(&mp, &format!("{job} --verify_only=1 --output-format=json"));
+    let out = sh(&mp, &job("--verify_only=1"));
     let v: serde_json::Value = serde_json::from_str(&out).expect("fio JSON");
     for j in v["jobs"].as_array().unwrap() {
         assert_eq!(j["error"], 0, "{j}");
@@ -493,6 +500,17 @@ fn posix_semantics_hold_through_the_mount() {
     open.write_all(b"!").unwrap();
     assert_eq!(open.metadata().unwrap().nlink(), 0);
     drop(open);
+    // So does one replaced by a rename while open.
+    fs::write(p("victim"), b"old").unwrap();
+    let mut open = fs::File::open(p("victim")).unwrap();
+    fs::write(p("replacement"), b"new").unwrap();
+    fs::rename(p("replacement"), p("victim")).unwrap();
+    let mut s = String::new();
+    open.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "old");
+    drop(open);
+    assert_eq!(fs::read(p("victim")).unwrap(), b"new");
+    fs::remove_file(p("victim")).unwrap();
     // statfs, O_DIRECT, fsync.
     let df = sh(&mp, "stat -f -c '%S %b %a' .");
     let v: Vec<u64> = df.split_whitespace().map(|x| x.parse().unwrap()).collect();

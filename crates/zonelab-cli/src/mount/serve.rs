@@ -816,10 +816,10 @@ impl Server {
             }
         }
         // Renaming a file over the last link of an open one: the open one lives on.
-        let src = self.fs.lookup(parent, n).await.map_err(errno)?;
-        if src.kind != FileKind::Dir && !(parent == newparent && n == nn) {
+        if !self.open.borrow().is_empty() && !(parent == newparent && n == nn) {
+            let src = self.fs.lookup(parent, n).await.map_err(errno)?;
             match self.fs.lookup(newparent, nn).await {
-                Ok(dst) if dst.ino != src.ino => {
+                Ok(dst) if dst.ino != src.ino && src.kind != FileKind::Dir => {
                     self.orphan_if_open(newparent, nn).await?;
                 }
                 _ => {}
