@@ -737,6 +737,10 @@ impl Server {
         Ok(())
     }
 
+    fn any_open(&self) -> bool {
+        !self.open.borrow().is_empty()
+    }
+
     fn is_open(&self, ino: u64) -> bool {
         self.open.borrow().contains_key(&ino)
     }
@@ -763,7 +767,7 @@ impl Server {
     /// If `parent/name` is the last link of a file open somewhere, moves it to the orphan
     /// directory (the caller then removes nothing); true when it did.
     async fn orphan_if_open(&self, parent: u64, name: &str) -> Result<bool, Errno> {
-        if self.open.borrow().is_empty() {
+        if !self.any_open() {
             return Ok(false);
         }
         let a = match self.fs.lookup(parent, name).await {
@@ -816,7 +820,8 @@ impl Server {
             }
         }
         // Renaming a file over the last link of an open one: the open one lives on.
-        if !self.open.borrow().is_empty() && !(parent == newparent && n == nn) {
+        let same_name = parent == newparent && n == nn;
+        if self.any_open() && !same_name {
             let src = self.fs.lookup(parent, n).await.map_err(errno)?;
             match self.fs.lookup(newparent, nn).await {
                 Ok(dst) if dst.ino != src.ino && src.kind != FileKind::Dir => {
