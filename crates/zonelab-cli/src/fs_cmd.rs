@@ -44,14 +44,14 @@ pub struct FsckArgs {
 
 /// The images' devices behind the kernel I/O path F2FS uses on zoned drives, on one simulation
 /// continuing the later of the images' clocks.
-struct Stacks {
-    sim: Sim,
-    zoned: Rc<HostStack>,
-    companion: Option<Rc<HostStack>>,
+pub(crate) struct Stacks {
+    pub sim: Sim,
+    pub zoned: Rc<HostStack>,
+    pub companion: Option<Rc<HostStack>>,
 }
 
 impl Stacks {
-    fn devices(&self) -> Devices {
+    pub fn devices(&self) -> Devices {
         match &self.companion {
             Some(c) => Devices::with_companion(self.zoned.clone(), c.clone()),
             None => Devices::from(self.zoned.clone()),
@@ -60,7 +60,7 @@ impl Stacks {
 }
 
 /// Loads the companion image: a conventional-namespace image.
-fn load_companion(path: &Path) -> Result<ConventionalImage> {
+pub(crate) fn load_companion(path: &Path) -> Result<ConventionalImage> {
     match image::load_any(path).context("--companion")? {
         AnyImage::Conventional(c) => Ok(c),
         AnyImage::Zoned(_) => bail!(
@@ -71,7 +71,7 @@ fn load_companion(path: &Path) -> Result<ConventionalImage> {
     }
 }
 
-fn stacks_for(img: Image, companion: Option<ConventionalImage>) -> Result<Stacks> {
+pub(crate) fn stacks_for(img: Image, companion: Option<ConventionalImage>) -> Result<Stacks> {
     let clock = companion
         .as_ref()
         .map_or(img.clock, |c| c.clock.max(img.clock));
@@ -97,7 +97,7 @@ fn stacks_for(img: Image, companion: Option<ConventionalImage>) -> Result<Stacks
     })
 }
 
-fn back_to_image(sim: &Sim, stack: &Rc<HostStack>) -> Image {
+pub(crate) fn back_to_image(sim: &Sim, stack: &Rc<HostStack>) -> Image {
     let dev = stack.device().borrow();
     let Namespace::Zoned(d) = &*dev else {
         unreachable!("images hold zoned devices")
@@ -108,7 +108,7 @@ fn back_to_image(sim: &Sim, stack: &Rc<HostStack>) -> Image {
     }
 }
 
-fn back_to_companion(sim: &Sim, stack: &Rc<HostStack>) -> ConventionalImage {
+pub(crate) fn back_to_companion(sim: &Sim, stack: &Rc<HostStack>) -> ConventionalImage {
     let dev = stack.device().borrow();
     let Namespace::Conventional(d) = &*dev else {
         unreachable!("companions are conventional devices")

@@ -46,8 +46,8 @@
 //!
 //! Loading checks each layer before trusting the next (signature, version, length, checksum,
 //! decoding, then [`ZonedDevice::validate_loaded`]) and never panics, whatever the bytes.
-//! Saving writes a temporary file next to the image and renames it over the old one, so an
-//! image is always either the old state or the new one.
+//! Saving writes a temporary file next to the image, flushes it, renames it over the old one
+//! and flushes the directory, so an image is always either the old state or the new one.
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -448,6 +448,15 @@ fn write_atomically(path: &Path, bytes: &[u8], replace: bool) -> anyhow::Result<
         let _ = fs::remove_file(&tmp);
         return Err(e).with_context(|| format!("cannot replace device image {}", path.display()));
     }
+    // The rename is durable once the directory is: a crash after this returns keeps the new
+    // image.
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot flush directory {}", dir.display()))?;
     Ok(())
 }
 

@@ -4,6 +4,7 @@ mod bench_cmd;
 mod fio_cmd;
 mod fs_cmd;
 mod image;
+mod mount;
 mod plot;
 mod reproduce_cmd;
 mod reproduce_zns_plus;
@@ -50,6 +51,12 @@ enum Command {
     Mkfs(fs_cmd::MkfsArgs),
     /// Check a device image's file system (the image is not changed); exit 4 on problems.
     Fsck(fs_cmd::FsckArgs),
+    /// Mount a device image's file system through FUSE (as root) and serve it until unmounted.
+    Mount(mount::MountArgs),
+    /// Unmount a `zonelab mount` and wait until its image is written back.
+    Umount(mount::UmountArgs),
+    /// Print a mounted image's live device and file-system counters (JSON).
+    Stats(mount::StatsArgs),
     /// Run a paper's experiments and print its values next to ZoneLab's (table, JSON, plots).
     Reproduce(reproduce_cmd::ReproduceArgs),
     /// List the built-in device profiles, or print one.
@@ -86,6 +93,9 @@ fn main() -> ExitCode {
         Command::Run(a) => run_cmd::run(a),
         Command::Mkfs(a) => fs_cmd::mkfs(a),
         Command::Fsck(a) => fs_cmd::fsck(a),
+        Command::Mount(a) => mount::mount(a),
+        Command::Umount(a) => mount::umount(a),
+        Command::Stats(a) => mount::stats(a),
         Command::Profiles { name, set } => profiles(name, &set),
     };
     match result {

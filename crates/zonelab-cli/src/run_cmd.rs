@@ -305,7 +305,7 @@ struct Timeline {
 }
 
 /// The cumulative counters a result reports for its measured window.
-fn counters(stats: &FsStats, ns: &Namespace, companion: Option<&Namespace>) -> Value {
+pub(crate) fn counters(stats: &FsStats, ns: &Namespace, companion: Option<&Namespace>) -> Value {
     let mut v = json!({
         "traffic": stats.traffic,
         "fs": {
@@ -329,6 +329,57 @@ fn counters(stats: &FsStats, ns: &Namespace, companion: Option<&Namespace>) -> V
         });
     }
     v
+}
+
+/// The counter sections of a result — `traffic_bytes`, `gc` (without `compaction_ns`),
+/// `device` (without `chip_utilization_mean`) and `fs.checkpoints` — from a [`counters`]
+/// snapshot, or the difference of two. `zonelab stats` shows a mount's live counters under the
+/// same names.
+pub(crate) fn counter_sections(w: &Value, segs_per_zone: u64, izc: bool) -> Value {
+    let n = |section: &str, key: &str| w[section][key].as_u64().unwrap_or(0);
+    let n2 = |section: &str, sub: &str, key: &str| w[section][sub][key].as_u64().unwrap_or(0);
+    json!({
+        "traffic_bytes": {
+            "user_write": n("traffic", "user_write"), "user_read": n("traffic", "user_read"),
+            "node": n("traffic", "node"), "meta": n("traffic", "meta"),
+            "checkpoint": n("traffic", "checkpoint"), "gc_host_read": n("traffic", "gc_host_read"),
+            "gc_host_write": n("traffic", "gc_host_write"),
+            "device_copy": n("traffic", "gc_device_copy"),
+            "plugging": (n("znsplus", "plugged_blocks_background") + n("znsplus", "plugged_blocks_on_demand")) * 4096,
+        },
+        "gc": {
+            "segments_cleaned": n("fs", "zones_cleaned") * segs_per_zone,
+            "zones_cleaned": n("fs", "zones_cleaned"),
+            "foreground": n("fs", "foreground_cleanings"),
+            "background": n("fs", "background_cleanings"),
+            "blocks_moved": n("fs", "blocks_moved"),
+            "by_method": {
+                "host_copy": if izc { 0 } else { n("fs", "zones_cleaned") },
+                "izc": if izc { n("fs", "zones_cleaned") } else { 0 },
+                "zone_md": 0, "threaded_logging": n2("fs", "threaded", "tl_opens"),
+            },
+            "threaded_logging": {
+                "blocks_written": n2("fs", "threaded", "tl_blocks"),
+                "blocks_skipped": n2("fs", "threaded", "skipped_blocks"),
+                "compaction_preferred": n2("fs", "threaded", "compaction_preferred"),
+                "periodic_checkpoints": n("fs", "periodic_checkpoints"),
+            },
+            "blocks_copied_in_device": n("fs", "blocks_copied_in_device"),
+        },
+        "device": {
+            "flash_reads": n("flash", "reads"), "flash_programs": n("flash", "programs"),
+            "erases": n("flash", "erases"), "copybacks": n("flash", "copybacks"),
+            "readprogram_copies": n("znsplus", "readprogram_copies"),
+            "copyback_limit_hits": n("znsplus", "copyback_limit_hits"),
+            "zone_compactions": n("znsplus", "compactions"),
+            "tl_opens": n("znsplus", "tl_opens"),
+            "plugged_blocks_background": n("znsplus", "plugged_blocks_background"),
+            "plugged_blocks_on_demand": n("znsplus", "plugged_blocks_on_demand"),
+            "zone_resets": n("device", "zone_resets"), "zone_finishes": n("device", "zone_finishes"),
+            "padded_pages": n("device", "padded_pages"),
+        },
+        "fs": { "checkpoints": n("fs", "checkpoints") },
+    })
 }
 
 /// `end - start` for every counter of two [`counters`] snapshots.
@@ -665,7 +716,6 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
         .unwrap_or_else(|| (report_end, end.clone(), compactions.len()));
     let w = delta(&end, &start);
     let n = |section: &str, key: &str| w[section][key].as_u64().unwrap_or(0);
-    let n2 = |section: &str, sub: &str, key: &str| w[section][sub][key].as_u64().unwrap_or(0);
     let fs_writes: u64 = ["user_write", "node", "meta", "checkpoint", "gc_host_write"]
         .iter()
         .map(|k| n("traffic", k))
@@ -724,50 +774,8 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
             "counters": report.counters,
         },
         "window": { "from_ns": from.0, "to_ns": report_end.0 },
-        "traffic_bytes": {
-            "user_write": n("traffic", "user_write"), "user_read": n("traffic", "user_read"),
-            "node": n("traffic", "node"), "meta": n("traffic", "meta"),
-            "checkpoint": n("traffic", "checkpoint"), "gc_host_read": n("traffic", "gc_host_read"),
-            "gc_host_write": n("traffic", "gc_host_write"),
-            "device_copy": n("traffic", "gc_device_copy"),
-            "plugging": (n("znsplus", "plugged_blocks_background") + n("znsplus", "plugged_blocks_on_demand")) * 4096,
-        },
         "waf": { "host": host_waf, "flash": flash_waf, "total": total_waf },
-        "gc": {
-            "segments_cleaned": n("fs", "zones_cleaned") * exp.fs.segs_per_zone as u64,
-            "zones_cleaned": n("fs", "zones_cleaned"),
-            "foreground": n("fs", "foreground_cleanings"),
-            "background": n("fs", "background_cleanings"),
-            "blocks_moved": n("fs", "blocks_moved"),
-            "by_method": {
-                "host_copy": if izc { 0 } else { n("fs", "zones_cleaned") },
-                "izc": if izc { n("fs", "zones_cleaned") } else { 0 },
-                "zone_md": 0, "threaded_logging": n2("fs", "threaded", "tl_opens"),
-            },
-            "threaded_logging": {
-                "blocks_written": n2("fs", "threaded", "tl_blocks"),
-                "blocks_skipped": n2("fs", "threaded", "skipped_blocks"),
-                "compaction_preferred": n2("fs", "threaded", "compaction_preferred"),
-                "periodic_checkpoints": n("fs", "periodic_checkpoints"),
-            },
-            "blocks_copied_in_device": n("fs", "blocks_copied_in_device"),
-            "compaction_ns": { "init": init, "read": read, "write": write, "checkpoint": cp,
-                               "mean_total": init + read + write + cp },
-        },
-        "device": {
-            "flash_reads": n("flash", "reads"), "flash_programs": n("flash", "programs"),
-            "erases": n("flash", "erases"), "copybacks": n("flash", "copybacks"),
-            "readprogram_copies": n("znsplus", "readprogram_copies"),
-            "copyback_limit_hits": n("znsplus", "copyback_limit_hits"),
-            "zone_compactions": n("znsplus", "compactions"),
-            "tl_opens": n("znsplus", "tl_opens"),
-            "plugged_blocks_background": n("znsplus", "plugged_blocks_background"),
-            "plugged_blocks_on_demand": n("znsplus", "plugged_blocks_on_demand"),
-            "zone_resets": n("device", "zone_resets"), "zone_finishes": n("device", "zone_finishes"),
-            "padded_pages": n("device", "padded_pages"),
-            "chip_utilization_mean": chip_utilization_mean,
-        },
-        "fs": { "checkpoints": n("fs", "checkpoints"), "statfs": statfs },
+        "fs": { "statfs": statfs },
         "timeline": {
             "bucket_ms": 100,
             "free_segments": tl.free_segments.iter().map(|z| z * exp.fs.segs_per_zone as u64).collect::<Vec<_>>(),
@@ -777,6 +785,14 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
         "verify": report.verify,
         "fsck": { "clean": problems.is_empty(), "problems": problems },
     });
+    let sections = counter_sections(&w, exp.fs.segs_per_zone as u64, izc);
+    for key in ["traffic_bytes", "gc", "device"] {
+        result[key] = sections[key].clone();
+    }
+    result["fs"]["checkpoints"] = sections["fs"]["checkpoints"].clone();
+    result["gc"]["compaction_ns"] = json!({ "init": init, "read": read, "write": write,
+        "checkpoint": cp, "mean_total": init + read + write + cp });
+    result["device"]["chip_utilization_mean"] = json!(chip_utilization_mean);
     if let Some(p) = &companion_profile {
         result["config"]["companion_profile"] = json!(p);
         let c = &w["companion"];

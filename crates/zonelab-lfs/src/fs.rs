@@ -74,6 +74,12 @@ pub struct FsOptions {
     pub checkpoint_interval: Nanos,
     /// Zones kept free for cleaning; writers clean when fewer are free. None: 4 + 2% of zones.
     pub reserved_zones: Option<u32>,
+    /// Added (wrapping) to the virtual clock to stamp inode times (atime, mtime, ctime). 0
+    /// stamps virtual time itself; the FUSE mount sets it so that the mount's start is the
+    /// wall-clock time in ns since the Unix epoch, so stamped times are Unix times and times
+    /// set by utimes, stored as given, keep their meaning across mounts. Nothing else in the
+    /// file system reads it.
+    pub timestamp_offset: u64,
 }
 
 impl Default for FsOptions {
@@ -86,6 +92,7 @@ impl Default for FsOptions {
             writeback_interval: Nanos::from_secs(5),
             checkpoint_interval: Nanos::from_secs(60),
             reserved_zones: None,
+            timestamp_offset: 0,
         }
     }
 }
@@ -247,6 +254,14 @@ pub struct Fs {
 
 fn now_ns(sim: &Sim) -> u64 {
     sim.now().0
+}
+
+impl Fs {
+    /// The time stamped on inodes now: the virtual clock plus
+    /// [`FsOptions::timestamp_offset`].
+    fn stamp(&self) -> u64 {
+        now_ns(&self.inner.sim).wrapping_add(self.inner.opts.timestamp_offset)
+    }
 }
 
 fn check_name(name: &str) -> FsResult<()> {
@@ -442,7 +457,7 @@ impl Fs {
         // The root directory, then the first checkpoint (version 1).
         {
             let mut st = fs.inner.st.borrow_mut();
-            let t = now_ns(&fs.inner.sim);
+            let t = fs.stamp();
             st.nat.next_nid = ROOT_INO as Nid + 1;
             let root = new_inode(
                 ROOT_INO as Nid,
@@ -1256,7 +1271,7 @@ impl Fs {
         kind: FileKind,
     ) -> FsResult<()> {
         self.ensure_node(dir as Nid).await?;
-        let t = now_ns(&self.inner.sim);
+        let t = self.stamp();
         let d = Dentry {
             ino,
             kind,
@@ -1288,7 +1303,7 @@ impl Fs {
 
     pub(crate) async fn dir_remove(&self, dir: Ino, name: &str) -> FsResult<()> {
         self.ensure_node(dir as Nid).await?;
-        let t = now_ns(&self.inner.sim);
+        let t = self.stamp();
         let mut st = self.inner.st.borrow_mut();
         let st = &mut *st;
         let idx = st.dirs.get_mut(&dir).expect("directory loaded");
@@ -2319,6 +2334,11 @@ impl Fs {
         s
     }
 
+    /// Segments per zone, as formatted.
+    pub fn segs_per_zone(&self) -> u32 {
+        self.inner.st.borrow().segs.layout.sb.segs_per_zone
+    }
+
     pub fn free_zones(&self) -> u32 {
         self.inner.st.borrow().segs.free_zones.len() as u32
     }
@@ -2378,7 +2398,7 @@ impl Fs {
             }
         }
         let nid = self.alloc_nid(0)?;
-        let t = now_ns(&self.inner.sim);
+        let t = self.stamp();
         let node = new_inode(
             nid,
             kind,
@@ -2409,7 +2429,7 @@ impl Fs {
     /// Drops one link of `ino` (its entry already removed); evicts the inode at zero.
     pub(crate) async fn drop_link(&self, ino: Ino) -> FsResult<()> {
         self.ensure_node(ino as Nid).await?;
-        let t = now_ns(&self.inner.sim);
+        let t = self.stamp();
         let (nlink, kind) = self.with_inode(ino, |i| {
             i.nlink = i.nlink.saturating_sub(1);
             i.ctime = t;
@@ -2571,7 +2591,7 @@ impl FileSystem for Fs {
         let lock = self.inode_lock(ino);
         let _l = lock.lock().await;
         let i = self.inode(ino).await?;
-        let t = now_ns(&self.inner.sim);
+        let t = self.stamp();
         if let Some(size) = set.size {
             if i.kind == FileKind::Dir {
                 return Err(FsError::IsDir);
@@ -2704,7 +2724,7 @@ impl FileSystem for Fs {
         self.dir_add(newparent, newname, ino as u32, i.kind).await?;
         self.inner.st.borrow_mut().renamed_since_cp.insert(ino);
         self.ensure_node(ino as Nid).await?;
-        let t = now_ns(&self.inner.sim);
+        let t = self.stamp();
         let attr = self.with_inode(ino, |x| {
             x.nlink += 1;
             x.ctime = t;
@@ -2817,7 +2837,7 @@ impl FileSystem for Fs {
             .borrow_mut()
             .renamed_since_cp
             .insert(ino as Ino);
-        let t = now_ns(&self.inner.sim);
+        let t = self.stamp();
         self.modify_inode(ino as Ino, |i| {
             i.parent = newparent as u32;
             i.name = newname.as_bytes().to_vec();
@@ -2896,7 +2916,7 @@ impl FileSystem for Fs {
         }
         self.cpu(self.inner.opts.host.copy_page.times(last - first + 1))
             .await;
-        let t = now_ns(&self.inner.sim);
+        let t = self.stamp();
         self.with_inode_if_resident(ino, |x| x.atime = t);
         Ok(if fp {
             OwnedData::Fingerprints(fps)
@@ -2987,7 +3007,7 @@ impl FileSystem for Fs {
             self.dirty_page(ino, idx, data).await?;
         }
         self.ensure_node(ino as Nid).await?;
-        let t = now_ns(&self.inner.sim);
+        let t = self.stamp();
         self.with_inode(ino, |x| {
             x.size = x.size.max(off + len);
             x.mtime = t;

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use zonelab_device::{
     HostStack, IoCmd, IoEngine, IoScheduler, Lba, Namespace, OwnedData, PayloadMode, Profile,
 };
-use zonelab_sim::Sim;
+use zonelab_sim::{Nanos, Sim};
 
 /// A znsplus-mlc device shrunk to 40 zones of 2 MiB (512 blocks), 2 of them conventional.
 pub(crate) fn small_device(payload: PayloadMode) -> (Sim, Rc<HostStack>) {
@@ -1217,4 +1217,57 @@ fn writeback_stays_within_the_active_zone_limit() {
             .to_string()
     });
     assert!(err.contains("needs at least 6"), "{err}");
+}
+
+#[test]
+fn inode_times_carry_the_timestamp_offset_and_utimes_are_stored_as_given() {
+    let (sim, stack) = small_device(PayloadMode::Full);
+    let s = sim.clone();
+    run(&sim, async move {
+        // As the FUSE mount does: the mount's start stands for a wall-clock time.
+        let offset = 1_700_000_000_000_000_000u64;
+        let o = FsOptions {
+            timestamp_offset: offset,
+            ..opts()
+        };
+        let fs = Fs::mkfs(
+            s.clone(),
+            stack.clone(),
+            FormatOptions::default(),
+            o.clone(),
+            Box::new(F2fs),
+        )
+        .await
+        .unwrap();
+        let f = fs.create(ROOT_INO, "f", 0o644, 0, 0).await.unwrap();
+        assert!(f.mtime.0 >= offset && f.mtime.0 - offset <= s.now().0);
+        let before = s.now().0 + offset;
+        fs.write(f.ino, 0, OwnedData::Bytes(bytes(3, 100)))
+            .await
+            .unwrap();
+        let a = fs.getattr(f.ino).await.unwrap();
+        assert!(a.mtime.0 >= before && a.mtime.0 <= s.now().0 + offset);
+        // A time before 1970 (-5 s) and one from long ago, as utimes gives them.
+        let pre_epoch = (-5_000_000_000i64) as u64;
+        fs.setattr(
+            f.ino,
+            SetAttr {
+                atime: Some(Nanos(pre_epoch)),
+                mtime: Some(Nanos(1_000_000_000)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        fs.unmount().await.unwrap();
+        let fs = Fs::mount(s.clone(), stack.clone(), o, Box::new(F2fs))
+            .await
+            .unwrap();
+        let a = fs.lookup(ROOT_INO, "f").await.unwrap();
+        assert_eq!(
+            (a.atime.0 as i64, a.mtime.0),
+            (-5_000_000_000, 1_000_000_000)
+        );
+        assert!(a.ctime.0 >= offset);
+    });
 }

@@ -315,6 +315,52 @@ impl Sim {
         }
     }
 
+    /// Runs the simulation up to virtual time `limit` and returns, keeping every task and
+    /// timer for the next call (where [`Sim::block_on`] runs one future to its end and drops
+    /// the rest). Ready tasks run, timers due by `limit` fire in order, and the clock then
+    /// stands at `limit` (or stays where it is if it was already later). For a simulation fed
+    /// from outside between calls: the FUSE mount spawns a task per kernel request and moves
+    /// the model forward as far as its pacing allows ([`Sim::next_deadline`] says how far the
+    /// next event is). Tasks spawned before the call first run in it.
+    pub fn run_until(&self, limit: Nanos) {
+        let previous = CURRENT.with(|c| c.borrow_mut().replace(self.inner.clone()));
+        loop {
+            self.install_spawned();
+            loop {
+                let key = self.inner.ready.borrow_mut().pop_front();
+                let Some(key) = key else { break };
+                self.poll_task(key);
+            }
+            let mut timers = self.inner.timers.borrow_mut();
+            match timers.peek_deadline() {
+                Some(at) if at <= limit => {
+                    let now = at.max(self.now());
+                    self.inner.now.set(now);
+                    while timers.peek_deadline().is_some_and(|t| t <= now) {
+                        let (_, task) = timers.pop_cold().expect("peeked");
+                        self.inner.schedule(TaskKey(task));
+                    }
+                }
+                _ => break,
+            }
+        }
+        if limit > self.now() {
+            self.inner.now.set(limit);
+        }
+        CURRENT.with(|c| *c.borrow_mut() = previous);
+    }
+
+    /// When the earliest pending timer fires, if any: the next moment anything happens in the
+    /// simulation unless a task is spawned or woken from outside.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        self.inner.timers.borrow().peek_deadline()
+    }
+
+    /// Tasks spawned and not yet finished.
+    pub fn live_tasks(&self) -> usize {
+        self.inner.live.get()
+    }
+
     /// Polls the task `key` names (nothing if it has completed since); true when this poll
     /// completed it.
     #[inline(always)]
@@ -490,6 +536,43 @@ mod tests {
         })
         .unwrap();
         assert_eq!(*log.borrow(), vec![(10, 1), (10, 3), (20, 2), (30, 0)]);
+    }
+
+    #[test]
+    fn run_until_steps_time_and_keeps_tasks() {
+        let sim = Sim::new();
+        let log = Rc::new(RefCell::new(Vec::new()));
+        for d in [10u64, 30] {
+            let (s, l) = (sim.clone(), log.clone());
+            sim.spawn(async move {
+                s.sleep(Nanos(d)).await;
+                l.borrow_mut().push(s.now().0);
+            });
+        }
+        assert_eq!(sim.live_tasks(), 2);
+        sim.run_until(Nanos(5));
+        assert_eq!(sim.now(), Nanos(5));
+        assert!(log.borrow().is_empty());
+        assert_eq!(sim.next_deadline(), Some(Nanos(10)));
+        sim.run_until(Nanos(20));
+        assert_eq!((sim.now(), log.borrow().clone()), (Nanos(20), vec![10]));
+        // A task spawned between calls starts at the current time.
+        let (s, l) = (sim.clone(), log.clone());
+        sim.spawn(async move {
+            s.sleep(Nanos(1)).await;
+            l.borrow_mut().push(s.now().0);
+        });
+        sim.run_until(Nanos(20));
+        assert_eq!(sim.next_deadline(), Some(Nanos(21)));
+        sim.run_until(Nanos(100));
+        assert_eq!(*log.borrow(), vec![10, 21, 30]);
+        assert_eq!(
+            (sim.now(), sim.live_tasks(), sim.next_deadline()),
+            (Nanos(100), 0, None)
+        );
+        // The clock never goes back.
+        sim.run_until(Nanos(50));
+        assert_eq!(sim.now(), Nanos(100));
     }
 
     #[test]
