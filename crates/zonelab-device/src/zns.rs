@@ -527,7 +527,7 @@ impl ZonedDevice {
 
     /// [`ZonedDevice::ensure_mapped`] for a zone without a flash block group.
     #[inline(never)]
-    fn map_zone(&mut self, now: Nanos, at: Nanos, zone: ZoneId) -> Nanos {
+    pub(crate) fn map_zone(&mut self, now: Nanos, at: Nanos, zone: ZoneId) -> Nanos {
         self.map.allocate(zone.0);
         let mut ready = at;
         for b in self.map.blocks_of(zone.0) {

@@ -642,12 +642,13 @@ impl ZonedDevice {
                     ready = ready.max(self.flash.erase(now, t, b));
                 }
             }
-            // A zone finished empty holds no FBG: the LogFBG is simply its FBG.
+            // A zone finished empty holds no FBG: it is mapped afresh (its blocks erased if a
+            // reset zone left them programmed), with nothing to plug.
             let orig_fbg = match self.map.fbg_of(zone) {
                 Some(_) => Some(self.map.swap_fbg(zone, log)),
                 None => {
                     self.map.release_fbg(zone, log);
-                    self.map.allocate(zone);
+                    ready = ready.max(self.map_zone(now, t, ZoneId(zone)));
                     None
                 }
             };
