@@ -3,7 +3,6 @@
 mod bench_cmd;
 mod fio_cmd;
 mod fs_cmd;
-mod image;
 mod plot;
 mod reproduce_cmd;
 mod reproduce_zns_plus;
@@ -13,6 +12,7 @@ mod zns_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+use zonelab_cli::image;
 
 #[derive(Parser)]
 #[command(
