@@ -3,7 +3,6 @@
 mod bench_cmd;
 mod fio_cmd;
 mod fs_cmd;
-mod image;
 mod mount;
 mod plot;
 mod reproduce_cmd;
@@ -14,6 +13,7 @@ mod zns_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+use zonelab_cli::image;
 
 #[derive(Parser)]
 #[command(

@@ -175,14 +175,20 @@ pub struct Layout {
 
 impl Layout {
     pub fn new(sb: Superblock) -> FsResult<Layout> {
-        let blocks_per_zone = sb.blocks_per_seg * sb.segs_per_zone;
-        if blocks_per_zone as u64 > sb.zone_size {
-            return Err(FsError::Corrupt(
-                "superblock: segments exceed the zone size".into(),
-            ));
-        }
-        let end = (sb.main_first_zone as u64 + sb.main_zones as u64) * sb.zone_size;
-        if end > sb.device_lbas || sb.companion_lbas + end > u32::MAX as u64 {
+        // Fields of a corrupt superblock can be anything: no product may overflow.
+        let blocks_per_zone = match sb.blocks_per_seg.checked_mul(sb.segs_per_zone) {
+            Some(b) if b as u64 <= sb.zone_size => b,
+            _ => {
+                return Err(FsError::Corrupt(
+                    "superblock: segments exceed the zone size".into(),
+                ));
+            }
+        };
+        let end = (sb.main_first_zone as u64 + sb.main_zones as u64).checked_mul(sb.zone_size);
+        let beyond = |end: u64| {
+            end > sb.device_lbas || sb.companion_lbas.saturating_add(end) > u32::MAX as u64
+        };
+        if end.is_none_or(beyond) {
             return Err(FsError::Corrupt(
                 "superblock: main area beyond the device (or beyond 16 TiB)".into(),
             ));
@@ -267,6 +273,32 @@ mod tests {
             zones: 512,
             conventional_zones: 2,
             companion_lbas: None,
+        }
+    }
+
+    /// Regression (found writing the `lfs_ondisk` fuzz target): sizes whose products overflow are
+    /// refused as corrupt instead of panicking.
+    #[test]
+    fn overflowing_superblock_sizes_are_corrupt() {
+        let sb = plan(shape(), FormatOptions::default(), true).unwrap();
+        for bad in [
+            Superblock {
+                blocks_per_seg: 1 << 20,
+                segs_per_zone: 1 << 20,
+                ..sb.clone()
+            },
+            Superblock {
+                main_zones: u32::MAX,
+                zone_size: u64::MAX / 2,
+                blocks_per_seg: 1,
+                ..sb.clone()
+            },
+            Superblock {
+                companion_lbas: u64::MAX,
+                ..sb.clone()
+            },
+        ] {
+            assert!(matches!(Layout::new(bad), Err(FsError::Corrupt(_))));
         }
     }
 

@@ -970,4 +970,112 @@ mod tests {
         }];
         assert_eq!(decode_dentries(&encode_dentries(&dents)).unwrap(), dents);
     }
+
+    /// Valid encodings of every block kind, as (kind, blocks).
+    fn valid_blocks() -> Vec<(usize, Vec<Vec<u8>>)> {
+        use crate::layout::{DeviceShape, FormatOptions, plan};
+        let shape = DeviceShape {
+            lba_size: 4096,
+            total_lbas: 64 * 8192,
+            zone_size: 8192,
+            zone_capacity: 8192,
+            zones: 64,
+            conventional_zones: 2,
+            companion_lbas: None,
+        };
+        let sb = plan(shape, FormatOptions::default(), true).unwrap();
+        let cp = Checkpoint {
+            version: 2,
+            nat_copy: vec![true; 70],
+            sit_copy: vec![false, true],
+            orphans: vec![4, 5],
+            ..Default::default()
+        };
+        let mut sit = SitEntry::new(512);
+        sit.set(9, true);
+        vec![
+            (0, vec![sb.encode()]),
+            (1, cp.encode()),
+            (2, vec![encode_nat(0, &[NatEntry { ino: 3, addr: 9 }; 20])]),
+            (3, vec![encode_sit(0, &vec![sit; sit_per_block(512)])]),
+            (4, vec![encode_ssa(0, 0, &[Summary { nid: 3, ofs: 1 }; 30])]),
+            (5, vec![inode().encode()]),
+            (
+                5,
+                vec![
+                    Node {
+                        body: NodeBody::Indirect(vec![3; 40]),
+                        addrs: Vec::new(),
+                        footer: Footer::default(),
+                    }
+                    .encode(),
+                ],
+            ),
+            (
+                6,
+                vec![encode_dentries(&[Dentry {
+                    ino: 5,
+                    kind: FileKind::Symlink,
+                    name: b"link".to_vec(),
+                }])],
+            ),
+        ]
+    }
+
+    /// Runs the decoder of `kind` (and the layout check behind a superblock); any result but a
+    /// panic is fine.
+    fn decode_kind(kind: usize, blocks: &[Vec<u8>]) {
+        match kind {
+            0 => {
+                if let Ok(sb) = Superblock::decode(&blocks[0]) {
+                    let _ = crate::layout::Layout::new(sb);
+                }
+            }
+            1 => drop(Checkpoint::decode(blocks)),
+            2 => drop(decode_nat(&blocks[0], 0)),
+            3 => drop(decode_sit(&blocks[0], 0, sit_per_block(512), 512)),
+            4 => drop(decode_ssa(&blocks[0], 0, 0, SSA_PER_BLOCK)),
+            5 => drop(Node::decode(&blocks[0])),
+            _ => drop(decode_dentries(&blocks[0])),
+        }
+    }
+
+    /// `b` with a fresh CRC, so the decoder's field checks (not the checksum) meet the damage.
+    fn reseal(b: &mut Vec<u8>) {
+        b.resize(BLOCK, 0);
+        let crc = crc32fast::hash(&b[..BODY]);
+        b[BODY..].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    proptest::proptest! {
+        /// Corrupt metadata (bit flips and random bytes, resealed or not; truncated or
+        /// extended blocks) is an error or a value, never a panic (the stable-toolchain
+        /// companion of the `lfs_ondisk` fuzz target).
+        #[test]
+        fn corrupt_blocks_never_panic(
+            which in 0usize..8,
+            block in 0usize..4,
+            flips in proptest::collection::vec((0usize..BODY, 0u8..8), 0..6),
+            words in proptest::collection::vec((0usize..BODY / 4, proptest::num::u32::ANY), 0..4),
+            resize in proptest::option::of(0usize..BLOCK + 16),
+            reseal_it in proptest::bool::ANY,
+        ) {
+            let (kind, mut blocks) = valid_blocks().swap_remove(which);
+            let i = block % blocks.len();
+            let b = &mut blocks[i];
+            for (at, bit) in flips {
+                b[at] ^= 1 << bit;
+            }
+            for (w, v) in words {
+                b[w * 4..w * 4 + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            if reseal_it {
+                reseal(b);
+            }
+            if let Some(n) = resize {
+                b.resize(n, 0);
+            }
+            decode_kind(kind, &blocks);
+        }
+    }
 }
