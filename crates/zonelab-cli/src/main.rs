@@ -1,6 +1,7 @@
 //! `zonelab`: fio-style jobs, nvme-cli-style device tools and benchmarks on simulated ZNS SSDs.
 
 mod bench_cmd;
+mod crashtest;
 mod fio_cmd;
 mod fs_cmd;
 mod image;
@@ -52,6 +53,10 @@ enum Command {
     Fsck(fs_cmd::FsckArgs),
     /// Run a paper's experiments and print its values next to ZoneLab's (table, JSON, plots).
     Reproduce(reproduce_cmd::ReproduceArgs),
+    /// Crash-consistency test: record a workload's device commands, cut the power at every
+    /// flush and at sampled points between, mount, fsck and check what fsync and sync made
+    /// durable (exit 1 on any failure).
+    Crashtest(crashtest::CrashtestArgs),
     /// List the built-in device profiles, or print one.
     Profiles {
         /// Profile to print as TOML (after --set overrides).
@@ -86,6 +91,7 @@ fn main() -> ExitCode {
         Command::Run(a) => run_cmd::run(a),
         Command::Mkfs(a) => fs_cmd::mkfs(a),
         Command::Fsck(a) => fs_cmd::fsck(a),
+        Command::Crashtest(a) => crashtest::run(a),
         Command::Profiles { name, set } => profiles(name, &set),
     };
     match result {
