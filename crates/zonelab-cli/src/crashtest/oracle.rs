@@ -183,6 +183,8 @@ impl History {
         // File id -> recovered inode, for files whose name is settled.
         let mut inode_of: BTreeMap<FileId, (u64, &str)> = BTreeMap::new();
         let mut file_of: BTreeMap<u64, (FileId, &str)> = BTreeMap::new();
+        // Files under paths not settled, whose contents are checked all the same.
+        let mut loose: Vec<(FileId, u64, &str)> = Vec::new();
         for path in paths {
             let base = effective
                 .iter()
@@ -227,6 +229,18 @@ impl History {
                     ));
                 }
             } else {
+                // A path that named one file whenever it named any: that file's contents apply.
+                let ids: BTreeSet<FileId> = versions
+                    .iter()
+                    .filter_map(|v| match v {
+                        Some(Entry::File(id)) => Some(*id),
+                        _ => None,
+                    })
+                    .collect();
+                if let (1, Some(Found::File(ino))) = (ids.len(), found) {
+                    let id = *ids.first().expect("one id");
+                    loose.push((id, *ino, path));
+                }
                 let kind_ok = versions.iter().any(|v| {
                     matches!(
                         (v, found),
@@ -246,7 +260,13 @@ impl History {
                 }
             }
         }
-        for (id, (ino, path)) in &inode_of {
+        let contents: Vec<(FileId, u64, &str)> = inode_of
+            .iter()
+            .map(|(id, (ino, path))| (*id, *ino, *path))
+            .chain(loose)
+            .collect();
+        for (id, ino, path) in contents {
+            let (id, ino) = (&id, &ino);
             let Some(f) = rec.files.get(ino) else {
                 problems.push(format!("{path}: inode {ino} was listed but not read"));
                 continue;
