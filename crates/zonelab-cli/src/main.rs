@@ -1,6 +1,7 @@
 //! `zonelab`: fio-style jobs, nvme-cli-style device tools and benchmarks on simulated ZNS SSDs.
 
 mod bench_cmd;
+mod crashtest;
 mod fio_cmd;
 mod fs_cmd;
 mod mount;
@@ -59,6 +60,10 @@ enum Command {
     Stats(mount::StatsArgs),
     /// Run a paper's experiments and print its values next to ZoneLab's (table, JSON, plots).
     Reproduce(reproduce_cmd::ReproduceArgs),
+    /// Crash-consistency test: record a workload's device commands, cut the power at every
+    /// flush and at sampled points between, mount, fsck and check what fsync and sync made
+    /// durable (exit 1 on any failure).
+    Crashtest(crashtest::CrashtestArgs),
     /// List the built-in device profiles, or print one.
     Profiles {
         /// Profile to print as TOML (after --set overrides).
@@ -96,6 +101,7 @@ fn main() -> ExitCode {
         Command::Mount(a) => mount::mount(a),
         Command::Umount(a) => mount::umount(a),
         Command::Stats(a) => mount::stats(a),
+        Command::Crashtest(a) => crashtest::run(a),
         Command::Profiles { name, set } => profiles(name, &set),
     };
     match result {

@@ -16,6 +16,7 @@ use crate::Profile;
 use crate::namespace::Namespace;
 use crate::payload::WriteData;
 use crate::payload::{OwnedData, ReadData};
+use crate::record::{CommandLog, DeviceCmd};
 use crate::status::NvmeStatus;
 use crate::zns::{Completion, ZoneAction, ZonedDevice};
 use crate::znsplus::TlOpenZone;
@@ -296,6 +297,8 @@ pub struct HostStack<D: StackDevice = Namespace> {
     lba_size: u64,
     zones: RefCell<BTreeMap<u32, ZoneQueue>>,
     counters: Cell<HostStackCounters>,
+    /// Where every command handed to the device is recorded, if anywhere ([`crate::record`]).
+    recorder: RefCell<Option<Rc<CommandLog>>>,
 }
 
 impl<D: StackDevice + 'static> HostStack<D> {
@@ -344,6 +347,7 @@ impl<D: StackDevice + 'static> HostStack<D> {
             lba_size,
             zones: RefCell::new(BTreeMap::new()),
             counters: Cell::new(HostStackCounters::default()),
+            recorder: RefCell::new(None),
         }))
     }
 
@@ -358,6 +362,18 @@ impl<D: StackDevice + 'static> HostStack<D> {
     }
     pub fn counters(&self) -> HostStackCounters {
         self.counters.get()
+    }
+
+    /// Records every command handed to the device from now on into `log` (`None`: stops).
+    pub fn record_into(&self, log: Option<Rc<CommandLog>>) {
+        *self.recorder.borrow_mut() = log;
+    }
+
+    /// Records a command handed to the device, if recording; `cmd` builds it only then.
+    fn recorded(&self, now: Nanos, at: Nanos, c: &Completion, cmd: impl FnOnce() -> DeviceCmd) {
+        if let Some(log) = &*self.recorder.borrow() {
+            log.push(now, at, cmd(), c);
+        }
     }
 
     fn count(&self, f: impl FnOnce(&mut HostStackCounters)) {
@@ -424,6 +440,23 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 IoCmd::ZoneMgmt { .. } => unreachable!("returned above"),
             }
         };
+        self.recorded(now, at, &completion, || match cmd {
+            IoCmd::Read { slba, nlb, .. } => DeviceCmd::Read { slba, nlb },
+            IoCmd::Write { slba, data } => DeviceCmd::Write {
+                slba,
+                data,
+                append: false,
+            },
+            IoCmd::Append { zslba, data } => DeviceCmd::Write {
+                slba: zslba,
+                data,
+                append: true,
+            },
+            IoCmd::Flush => DeviceCmd::Flush,
+            IoCmd::ZoneCompaction { src, dst } => DeviceCmd::ZoneCompaction { src, dst },
+            IoCmd::TlOpen { zones } => DeviceCmd::TlOpen { zones },
+            IoCmd::ZoneMgmt { .. } => unreachable!("returned above"),
+        });
         self.count(|c| c.dispatched += 1);
         Ok(IoDone {
             status: completion.status,
@@ -465,6 +498,11 @@ impl<D: StackDevice + 'static> HostStack<D> {
             .device
             .borrow_mut()
             .zone_mgmt(now, at, action, zslba, select_all);
+        self.recorded(now, at, &completion, || DeviceCmd::ZoneMgmt {
+            action,
+            zslba,
+            select_all,
+        });
         self.count(|c| c.dispatched += 1);
         let mut device_done = completion.done;
         self.sim.sleep_until(device_done + self.complete_cost).await;
@@ -576,6 +614,14 @@ impl<D: StackDevice + 'static> HostStack<D> {
                     QueuedOp::Compaction { src, dst } => dev.zone_compaction(now, at, src, dst),
                 }
             };
+            self.recorded(now, at, &completion, || match op {
+                QueuedOp::Write(data) => DeviceCmd::Write {
+                    slba: requests[0].slba,
+                    data,
+                    append: false,
+                },
+                QueuedOp::Compaction { src, dst } => DeviceCmd::ZoneCompaction { src, dst },
+            });
             self.count(|c| {
                 c.dispatched += 1;
                 c.merged += requests.len() as u64 - 1;

@@ -18,6 +18,7 @@ pub mod mapping;
 pub mod namespace;
 pub mod payload;
 pub mod profile;
+pub mod record;
 pub mod status;
 pub mod write_buffer;
 pub mod zns;

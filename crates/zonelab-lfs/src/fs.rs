@@ -2819,6 +2819,13 @@ impl FileSystem for Fs {
         };
         if let Some((tino, tkind)) = target {
             self.dir_remove(newparent, newname).await?;
+            // The replaced file loses a link: like an unlink, its fsync needs a checkpoint
+            // (roll-forward would restore its inode's link count, not the entry removed here).
+            self.inner
+                .st
+                .borrow_mut()
+                .renamed_since_cp
+                .insert(tino as Ino);
             if tkind == FileKind::Dir {
                 self.modify_inode(newparent, |i| i.nlink -= 1).await?;
                 self.evict_inode(tino as Ino).await?;
@@ -3024,11 +3031,20 @@ impl FileSystem for Fs {
         let i = self.inode(ino).await?;
         self.write_inode_pages(ino, None).await?;
         // F2FS's rule: roll-forward can restore a regular file with one link whose directory
-        // entry is recoverable from the inode; anything else needs a checkpoint.
+        // entry is recoverable from the inode; anything else needs a checkpoint. The name the
+        // inode keeps must be its entry: after a hard link and the unlink of the first name it
+        // names the removed entry (F2FS's "wrong pino" case, which also checkpoints), and
+        // roll-forward would give that name back to this inode.
+        let own_name = i.kind == FileKind::File
+            && self.load_dir(i.parent as Ino).await.is_ok()
+            && self
+                .dir_entry(i.parent as Ino, &String::from_utf8_lossy(&i.name))
+                .is_some_and(|(e, _)| e as Ino == ino);
         let needs_cp = {
             let st = self.inner.st.borrow();
             i.kind != FileKind::File
                 || i.nlink != 1
+                || !own_name
                 || st.renamed_since_cp.contains(&ino)
                 || st.created_since_cp.contains(&(i.parent as Ino))
         };

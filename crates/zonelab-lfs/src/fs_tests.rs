@@ -732,6 +732,62 @@ fn crash_and_roll_forward(sim: Sim, stack: Devices) {
     });
 }
 
+/// Found by `zonelab crashtest`: a file linked as "b", its first name "a" unlinked and "a"
+/// created anew, all before a checkpoint; an fsync of "b" then must not let roll-forward give
+/// the name "a" (still kept in the inode) back to the first file.
+#[test]
+fn fsync_after_the_first_link_is_gone_keeps_names_apart() {
+    let (sim, stack) = small_device(PayloadMode::Full);
+    let s = sim.clone();
+    run(&sim, async move {
+        let fs = format(&s, &stack).await;
+        let first = fs.create(ROOT_INO, "a", 0o644, 0, 0).await.unwrap();
+        fs.link(first.ino, ROOT_INO, "b").await.unwrap();
+        fs.unlink(ROOT_INO, "a").await.unwrap();
+        let second = fs.create(ROOT_INO, "a", 0o644, 0, 0).await.unwrap();
+        fs.sync().await.unwrap();
+        fs.write(first.ino, 0, OwnedData::Bytes(bytes(5, 3000)))
+            .await
+            .unwrap();
+        fs.fsync(first.ino, false).await.unwrap();
+        drop(fs);
+        let fs = remount(&s, &stack).await;
+        assert_eq!(fs.lookup(ROOT_INO, "a").await.unwrap().ino, second.ino);
+        let b = fs.lookup(ROOT_INO, "b").await.unwrap();
+        assert_eq!((b.ino, b.nlink, b.size), (first.ino, 1, 3000));
+        let problems = fs.check().await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    });
+}
+
+/// Found by `zonelab crashtest`: a rename over one of two links of a file, then an fsync of
+/// the file through its other name, must not leave the replaced entry pointing to an inode
+/// whose link count roll-forward set to one.
+#[test]
+fn fsync_after_a_rename_over_a_link_keeps_link_counts() {
+    let (sim, stack) = small_device(PayloadMode::Full);
+    let s = sim.clone();
+    run(&sim, async move {
+        let fs = format(&s, &stack).await;
+        let a = fs.create(ROOT_INO, "a", 0o644, 0, 0).await.unwrap();
+        fs.link(a.ino, ROOT_INO, "b").await.unwrap();
+        let c = fs.create(ROOT_INO, "c", 0o644, 0, 0).await.unwrap();
+        fs.sync().await.unwrap();
+        fs.rename(ROOT_INO, "c", ROOT_INO, "b").await.unwrap();
+        fs.write(a.ino, 0, OwnedData::Bytes(bytes(6, 2000)))
+            .await
+            .unwrap();
+        fs.fsync(a.ino, false).await.unwrap();
+        drop(fs);
+        let fs = remount(&s, &stack).await;
+        let got = fs.lookup(ROOT_INO, "a").await.unwrap();
+        assert_eq!((got.ino, got.nlink, got.size), (a.ino, 1, 2000));
+        assert_eq!(fs.lookup(ROOT_INO, "b").await.unwrap().ino, c.ino);
+        let problems = fs.check().await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    });
+}
+
 #[test]
 fn idle_time_cleans_in_the_background() {
     let (sim, stack) = small_device(PayloadMode::Fingerprint);

@@ -1,0 +1,87 @@
+//! End-to-end tests of `zonelab crashtest`: a small mix run over a few hundred crash points,
+//! rerunning one point, and the errors a user can cause.
+
+use std::process::Command;
+
+fn zonelab(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_zonelab"))
+        .args(args)
+        .output()
+        .expect("run zonelab")
+}
+
+#[test]
+fn mix_survives_hundreds_of_crash_points_and_one_point_reruns() {
+    let args = [
+        "crashtest",
+        "--workload",
+        "mix",
+        "--seed",
+        "3",
+        "--ops",
+        "200",
+        "--points",
+        "400",
+        "--json",
+    ];
+    let out = zonelab(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
+    let tested = r["points_tested"].as_u64().unwrap();
+    assert!(tested >= 200, "only {tested} crash points");
+    assert_eq!(r["failures"].as_array().unwrap().len(), 0);
+    for kind in ["flush", "durable", "between"] {
+        assert!(
+            r["points_by_kind"][kind].as_u64().unwrap_or(0) > 0,
+            "no {kind} points: {}",
+            r["points_by_kind"]
+        );
+    }
+    assert_eq!(r["checks"]["mounts"].as_u64().unwrap(), tested);
+    assert!(r["checks"]["files_verified"].as_u64().unwrap() > 0);
+    // The same run is deterministic: same JSON.
+    let again = zonelab(&args);
+    assert_eq!(String::from_utf8_lossy(&again.stdout), stdout);
+    // One point alone, with details on stderr.
+    let one = zonelab(&[
+        "crashtest",
+        "--workload",
+        "mix",
+        "--seed",
+        "3",
+        "--ops",
+        "200",
+        "--points",
+        "400",
+        "--point",
+        "7",
+        "--json",
+    ]);
+    assert!(one.status.success());
+    let r1: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+    assert_eq!(r1["points_tested"], 1);
+    let err = String::from_utf8_lossy(&one.stderr);
+    assert!(
+        err.contains("point 7 at") && err.contains("found after the cut"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_requests_are_refused_with_a_reason() {
+    let out = zonelab(&["crashtest", "--policy", "znsplus", "--ops", "10"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("TL-opened"), "{err}");
+    let out = zonelab(&["crashtest", "--workload", "nope"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("use one of"));
+    let out = zonelab(&["crashtest", "--ops", "20", "--point", "100000"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("crash points"));
+}
