@@ -38,7 +38,18 @@ fn main() {
         Profile::parse_overrides(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>())
             .expect("overrides")
     };
-    let p = Profile::load("zn540", &overrides(&["zones=8", "conventional_zones=2"])).expect("zn540");
+    // The small device `zonelab crashtest` formats (40 zones of 2 MiB, 2 conventional).
+    let p = Profile::load(
+        "znsplus-mlc",
+        &overrides(&[
+            "zones=40",
+            "conventional_zones=2",
+            "pages_per_block=8",
+            "zone_size=2MiB",
+            "blocks_per_plane=64",
+        ]),
+    )
+    .expect("znsplus-mlc");
     let sb = plan(DeviceShape::of(&p), FormatOptions::default(), true).expect("mkfs plan");
     write("lfs_ondisk", "superblock", &block_seed(0, &[sb.encode()]));
     let cp = Checkpoint {
@@ -55,7 +66,11 @@ fn main() {
     };
     write("lfs_ondisk", "checkpoint", &block_seed(1, &cp.encode()));
     let nat = [ondisk::NatEntry { ino: 3, addr: 700 }; 4];
-    write("lfs_ondisk", "nat", &block_seed(2, &[ondisk::encode_nat(0, &nat)]));
+    write(
+        "lfs_ondisk",
+        "nat",
+        &block_seed(2, &[ondisk::encode_nat(0, &nat)]),
+    );
     let mut sit = ondisk::SitEntry::new(512);
     sit.set(3, true);
     sit.set(100, true);
@@ -64,7 +79,11 @@ fn main() {
     seed.extend_from_slice(&512u16.to_le_bytes());
     write("lfs_ondisk", "sit", &seed);
     let ssa = [ondisk::Summary { nid: 4, ofs: 2 }; 8];
-    write("lfs_ondisk", "ssa", &block_seed(4, &[ondisk::encode_ssa(0, 0, &ssa)]));
+    write(
+        "lfs_ondisk",
+        "ssa",
+        &block_seed(4, &[ondisk::encode_ssa(0, 0, &ssa)]),
+    );
     let inode = Node {
         body: NodeBody::Inode(Box::new(InodeData {
             kind: FileKind::File,
@@ -99,7 +118,11 @@ fn main() {
             ..Default::default()
         },
     };
-    write("lfs_ondisk", "indirect", &block_seed(5, &[indirect.encode()]));
+    write(
+        "lfs_ondisk",
+        "indirect",
+        &block_seed(5, &[indirect.encode()]),
+    );
     let dents = [
         Dentry {
             ino: 4,
@@ -112,12 +135,23 @@ fn main() {
             name: b"dir".to_vec(),
         },
     ];
-    write("lfs_ondisk", "dentries", &block_seed(6, &[ondisk::encode_dentries(&dents)]));
+    write(
+        "lfs_ondisk",
+        "dentries",
+        &block_seed(6, &[ondisk::encode_dentries(&dents)]),
+    );
 
     let small = overrides(&["zones=4", "blocks_per_plane=8"]);
-    let dev = ZonedDevice::new(Profile::load("zn540", &small).expect("zn540"), PayloadMode::Fingerprint)
-        .expect("device");
+    let dev = ZonedDevice::new(
+        Profile::load("zn540", &small).expect("zn540"),
+        PayloadMode::Fingerprint,
+    )
+    .expect("device");
     let file = image::encode(zonelab_sim::Nanos(0), &dev).expect("image");
     write("device_image", "zoned-file", &[&[1u8][..], &file].concat());
-    write("device_image", "zoned-body", &[&[0u8][..], &file[image::HEADER_LEN..]].concat());
+    write(
+        "device_image",
+        "zoned-body",
+        &[&[0u8][..], &file[image::HEADER_LEN..]].concat(),
+    );
 }

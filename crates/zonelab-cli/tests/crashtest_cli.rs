@@ -72,6 +72,32 @@ fn mix_survives_hundreds_of_crash_points_and_one_point_reruns() {
     );
 }
 
+/// fileserver never fsyncs: its points are mostly sampled across the run, up to `--points`.
+#[test]
+fn a_workload_that_rarely_flushes_is_still_cut_at_many_points() {
+    let out = zonelab(&[
+        "crashtest",
+        "--workload",
+        "fileserver",
+        "--ops",
+        "300",
+        "--points",
+        "250",
+        "--json",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
+    assert_eq!(r["points_tested"], 250);
+    assert!(r["flushes"].as_u64().unwrap() < 20, "{}", r["flushes"]);
+    assert!(r["checks"]["files_verified"].as_u64().unwrap() > 0);
+    assert_eq!(r["failures"].as_array().unwrap().len(), 0);
+}
+
 #[test]
 fn bad_requests_are_refused_with_a_reason() {
     let out = zonelab(&["crashtest", "--policy", "znsplus", "--ops", "10"]);

@@ -201,6 +201,26 @@ impl SeqDurability {
         self.last_in_buffer
     }
 
+    /// When every block written so far is durable by the programs and flushes already
+    /// scheduled (`Nanos::ZERO` if nothing is pending): a flush must not complete earlier,
+    /// even when an earlier flush already scheduled the programs it waits for. A zone whose
+    /// newest blocks nothing covers yet counts its last scheduled event, which the flush's own
+    /// event joins ([`PendingZone::push`]).
+    pub(crate) fn scheduled_by(&self, written: impl Fn(u32) -> u64) -> Nanos {
+        self.pending
+            .iter()
+            .filter_map(|p| {
+                let w = written(p.zone);
+                p.events
+                    .iter()
+                    .find(|e| e.1 >= w)
+                    .or(p.events.back())
+                    .map(|e| e.0)
+            })
+            .max()
+            .unwrap_or(Nanos::ZERO)
+    }
+
     /// A Flush completing at `done` makes every block written so far durable then.
     pub(crate) fn flushed(&mut self, now: Nanos, done: Nanos, written: impl Fn(u32) -> u64) {
         let mut i = 0;

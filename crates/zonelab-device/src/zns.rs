@@ -1137,6 +1137,11 @@ impl ZonedDevice {
         if !c.power_loss_protection {
             done = done.max(self.stage_partial_pages(now, t));
             let progress = &self.progress;
+            done = done.max(
+                self.durability
+                    .seq
+                    .scheduled_by(|z| progress[z as usize].written),
+            );
             self.durability
                 .seq
                 .flushed(now, done, |z| progress[z as usize].written);
@@ -1967,6 +1972,25 @@ mod tests {
         );
     }
 
+    /// A flush submitted while an earlier one is still programming the partial page it also
+    /// covers completes no earlier than that program (crashtest found the second flush
+    /// returning first, so an fsync returned before its node block was durable).
+    #[test]
+    fn without_plp_a_flush_waits_for_programs_an_earlier_flush_started() {
+        let mut d = no_plp(&[]);
+        let t = fill(&mut d, 0, 6, 100, Nanos(0));
+        let first = d.flush(t, t).done;
+        let second = d.flush(t + Nanos(1), t + Nanos(1)).done;
+        assert!(
+            second >= first,
+            "second flush {second} before the first {first}"
+        );
+        let cq = d.profile.controller.cq_post.0;
+        let r = d.power_cut(second - cq);
+        assert_eq!(r.lost_blocks, 0);
+        assert_eq!(d.zone(ZoneId(0)).wp, Lba(6));
+    }
+
     #[test]
     fn without_plp_a_full_zone_not_yet_on_flash_is_no_longer_full() {
         let mut d = no_plp(&[]);
@@ -2236,7 +2260,10 @@ mod tests {
                     }
                 };
                 prop_assert!(c.done >= t);
-                t = t.max(c.done.saturating_sub(Nanos(1)));
+                // Some flushes overlap what follows (the host does not wait for them).
+                if !(op == 3 && n % 2 == 1) {
+                    t = t.max(c.done.saturating_sub(Nanos(1)));
+                }
             }
 
             let before: Vec<Zone> = d.zones().zones().to_vec();

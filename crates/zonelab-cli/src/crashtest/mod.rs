@@ -80,7 +80,9 @@ pub struct CrashtestArgs {
     /// creates this many files).
     #[arg(long)]
     ops: Option<u32>,
-    /// Most crash points to test (evenly thinned when there are more).
+    /// Crash points to test: every flush and durable point, `--between` per gap between
+    /// flushes, and seeded instants across the run up to this many (evenly thinned when the
+    /// first kinds alone are more).
     #[arg(long, default_value_t = 3000)]
     points: usize,
     /// Sampled crash points between two consecutive flushes (a drive with power-loss
@@ -336,8 +338,10 @@ fn record(a: &CrashtestArgs) -> Result<Recording> {
 }
 
 /// Crash points in time order: every flush completion and every instant an fsync or sync
-/// returned, plus `between` seeded instants between consecutive flushes; thinned evenly to
-/// at most `max`.
+/// returned, plus `between` seeded instants between consecutive flushes; then seeded instants
+/// spread over the whole run until there are `max` (workloads that rarely flush, such as
+/// fileserver, would otherwise test a handful of points); thinned evenly to at most `max`
+/// when the flushes and durable points alone are more.
 fn points(r: &Recording, between: u32, max: usize, seed: u64) -> Vec<Point> {
     let start = r.cmds.first().map_or(r.end, |c| c.now);
     let mut flushes: Vec<Nanos> = r
@@ -370,6 +374,22 @@ fn points(r: &Recording, between: u32, max: usize, seed: u64) -> Vec<Point> {
     }
     v.sort_unstable();
     v.dedup_by_key(|p| p.0);
+    if v.len() < max && r.end.0 > start.0 + 1 {
+        let span = r.end.0 - start.0 - 1;
+        let mut fill = SimRng::stream(seed, 0x66696c6c);
+        let want = (max - v.len()) as u64;
+        // Stratified: one instant in each of `want` equal slices of the run.
+        for k in 0..want {
+            let lo = span * k / want;
+            let hi = (span * (k + 1) / want).max(lo + 1);
+            v.push((
+                Nanos(start.0 + 1 + lo + fill.below(hi - lo)),
+                PointKind::Between,
+            ));
+        }
+        v.sort_unstable();
+        v.dedup_by_key(|p| p.0);
+    }
     if v.len() > max && max > 0 {
         let n = v.len();
         v = (0..max).map(|i| v[i * n / max]).collect();
