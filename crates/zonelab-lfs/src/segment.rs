@@ -459,12 +459,13 @@ impl Segments {
             .map(|(_, z)| z)
     }
 
-    /// N_cold of zone `z`: blocks valid at its last TL_open and still valid (§3.3.2).
+    /// N_cold of zone `z` (§3.3.2): "the number of blocks unchanged across two consecutive
+    /// TL-based segment recyclings" of the zone (valid at both of its last two TL_opens), of
+    /// those still valid (the ones a compaction would move). A zone reopened once has none.
     fn cold_blocks(&self, z: u32) -> u64 {
         let Some(th) = &self.threaded else { return 0 };
-        th.last_open.get(&z).map_or(0, |(valid, _)| {
-            valid
-                .iter()
+        th.last_open.get(&z).map_or(0, |(_, cold)| {
+            cold.iter()
                 .enumerate()
                 .filter(|&(o, &v)| v && self.is_valid(self.layout.addr(z, o as u32)))
                 .count() as u64
@@ -539,5 +540,58 @@ impl Segments {
             .map(|s| self.sit[s as usize].mtime)
             .max()
             .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::{DeviceShape, FormatOptions, plan};
+    use crate::policy::Hsr;
+
+    fn segments() -> Segments {
+        let zone = 512u64;
+        let shape = DeviceShape {
+            lba_size: 4096,
+            total_lbas: 40 * zone,
+            zone_size: zone,
+            zone_capacity: zone,
+            zones: 40,
+            conventional_zones: 2,
+            companion_lbas: None,
+        };
+        let sb = plan(shape, FormatOptions::default(), true).expect("a valid plan");
+        let mut s = Segments::new(Layout::new(sb).expect("a valid layout"));
+        s.threaded = Some(Threaded::new(Hsr::new(1.0, 1.0, 0.9), 4, s.zones.len()));
+        s
+    }
+
+    /// N_cold (seed 000 §3.3.2) counts blocks unchanged across two consecutive TL_opens of
+    /// the zone, and only those still valid: none after the first TL_open.
+    #[test]
+    fn cold_blocks_are_valid_across_two_tl_opens() {
+        let mut s = segments();
+        let z = 3;
+        let owner = Summary { nid: 7, ofs: 0 };
+        for off in 0..8 {
+            s.validate(s.layout.addr(z, off), owner, 0);
+        }
+        s.open_for_threaded_logging(z);
+        assert_eq!(
+            s.cold_blocks(z),
+            0,
+            "one TL_open: nothing is known to be cold"
+        );
+        s.invalidate(s.layout.addr(z, 0), 1);
+        s.checkpoint_begins();
+        s.checkpoint_durable();
+        s.open_for_threaded_logging(z);
+        assert_eq!(s.cold_blocks(z), 7, "valid at both opens");
+        s.invalidate(s.layout.addr(z, 1), 2);
+        assert_eq!(
+            s.cold_blocks(z),
+            6,
+            "a cold block since invalidated is not moved"
+        );
     }
 }
