@@ -72,13 +72,16 @@ fn mix_survives_hundreds_of_crash_points_and_one_point_reruns() {
     );
 }
 
-/// fileserver never fsyncs: its points are mostly sampled across the run, up to `--points`.
+/// fileserver never fsyncs: its points are mostly sampled across the run, up to `--points`;
+/// under znsplus, with the ballast's half-valid zones, threaded logging reopens some.
 #[test]
 fn a_workload_that_rarely_flushes_is_still_cut_at_many_points() {
     let out = zonelab(&[
         "crashtest",
         "--workload",
         "fileserver",
+        "--policy",
+        "znsplus",
         "--ops",
         "300",
         "--points",
@@ -93,6 +96,9 @@ fn a_workload_that_rarely_flushes_is_still_cut_at_many_points() {
     );
     let r: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
     assert_eq!(r["points_tested"], 250);
+    // The ballast leaves few free zones: the workload reclaims some.
+    let reclaimed = r["zones_cleaned"].as_u64().unwrap() + r["tl_opens"].as_u64().unwrap();
+    assert!(reclaimed > 0, "nothing reclaimed: {stdout}");
     assert!(r["flushes"].as_u64().unwrap() < 20, "{}", r["flushes"]);
     assert!(r["checks"]["files_verified"].as_u64().unwrap() > 0);
     assert_eq!(r["failures"].as_array().unwrap().len(), 0);
@@ -100,10 +106,10 @@ fn a_workload_that_rarely_flushes_is_still_cut_at_many_points() {
 
 #[test]
 fn bad_requests_are_refused_with_a_reason() {
-    let out = zonelab(&["crashtest", "--policy", "znsplus", "--ops", "10"]);
+    let out = zonelab(&["crashtest", "--policy", "nope", "--ops", "10"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("TL-opened"), "{err}");
+    assert!(err.contains("--policy nope"), "{err}");
     let out = zonelab(&["crashtest", "--workload", "nope"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("use one of"));

@@ -298,7 +298,7 @@ mod tests {
             // Keep the zone set consistent with the shrunken progress: only the bookkeeping
             // now claims more than the zone holds.
             let mut z = d.zones.clone();
-            z.power_up(&[(crate::zone::ZoneId(1), 2)]);
+            z.power_up(&[(crate::zone::ZoneId(1), 2)], &[]);
             z
         };
         d.progress[1].programmed_chunks = 0;

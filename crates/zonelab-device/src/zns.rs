@@ -1210,15 +1210,21 @@ impl ZonedDevice {
                 if kept >= written || matches!(z.state, ZoneState::ReadOnly | ZoneState::Offline) {
                     continue;
                 }
-                self.roll_back_zone(zone, kept);
+                if self.is_tl_open(ZoneId(zone)) {
+                    self.roll_back_tl_zone(zone, kept);
+                } else {
+                    self.roll_back_zone(zone, kept);
+                }
                 report.lost_blocks += written - kept;
                 lost.push((ZoneId(zone), kept));
             }
         }
         self.durability = Durability::default();
-        let finished = self.zones.power_up(&lost);
+        let reopened: Vec<ZoneId> = self.plus.tl.keys().map(|&z| ZoneId(z)).collect();
+        self.tl_power_cut(at);
+        let finished = self.zones.power_up(&lost, &reopened);
         for &(zone, kept) in &lost {
-            if kept == 0 {
+            if kept == 0 && !self.is_tl_open(zone) {
                 self.map.release(zone.0);
             }
         }

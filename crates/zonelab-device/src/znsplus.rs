@@ -30,8 +30,12 @@
 //! chunks are plugged ahead, by copyback (the chip needs no channel); the rest waits for the
 //! write pointer.
 //!
-//! Power loss while a copy or plug is in flight is not modelled beyond what the zones show:
-//! like zone management, submitted copies count as done.
+//! Power loss (without power-loss protection): a TL_opened zone falls back to its durable
+//! prefix like any sequential zone, stays TL_opened (Closed, active) and keeps the valid blocks
+//! past it, which are still in the original FBG; LogFBG pages past the prefix, plugged ones
+//! included, are dropped and plugged again later. A zone whose LogFBG has replaced the original
+//! (Full) counts as durable, as a finished zone does. Otherwise submitted copies count as done,
+//! like zone management.
 
 use crate::payload::BlockCopy;
 use crate::profile::Plugging;
@@ -792,13 +796,17 @@ impl ZonedDevice {
     }
 
     /// A TL_opened zone that is Full has every block in its LogFBG, which replaces the original
-    /// FBG for good (seed 000 §3.2.2): the original is freed.
+    /// FBG for good (seed 000 §3.2.2): the original is freed. Like a finish, the switch counts
+    /// as done once the command that fills the zone is submitted: the zone's data survives a
+    /// power loss from then on (the original blocks it replaces are gone).
     pub(crate) fn tl_complete_if_full(&mut self, zone: u32) {
         if self.zones.zone(ZoneId(zone)).state == ZoneState::Full
             && let Some(tl) = self.plus.tl.remove(&zone)
-            && let Some(orig) = tl.orig_fbg
         {
-            self.map.release_fbg(zone, orig);
+            self.durability.seq.forget(zone);
+            if let Some(orig) = tl.orig_fbg {
+                self.map.release_fbg(zone, orig);
+            }
         }
     }
 
@@ -844,6 +852,83 @@ impl ZonedDevice {
             for k in keys {
                 self.plus.copyback_runs.remove(&k);
             }
+        }
+    }
+
+    /// Drops everything of TL_opened `zone` past its first `kept` blocks at a power loss
+    /// (without power-loss protection): the host's writes there and the LogFBG pages from the
+    /// first chunk not kept on (plugged ones too: their data is still in the original FBG, and
+    /// the plugging is redone when the write pointer passes or the zone is finished). The
+    /// valid blocks past `kept` keep their contents: the host never overwrote them.
+    pub(crate) fn roll_back_tl_zone(&mut self, zone: u32, kept: u64) {
+        let lpc = self.lbas_per_chunk.get();
+        let width = self.map.width() as u64;
+        let chunks = self.map.chunks_per_zone();
+        let p = self.progress[zone as usize];
+        let keep_chunks = kept / lpc;
+        let tl = &self.plus.tl[&zone];
+        // Per parallel unit the LogFBG pages are programmed in order: forget from the first
+        // programmed chunk past the kept ones, and each later block from its first page.
+        let mut first_in_unit = vec![true; width as usize];
+        let mut forget = Vec::new();
+        for c in keep_chunks..chunks {
+            if c >= p.programmed_chunks && !tl.done.contains_key(&c) {
+                continue;
+            }
+            let page = self.map.page_of(zone, c);
+            let u = (c % width) as usize;
+            if first_in_unit[u] || page.page == 0 {
+                forget.push(page);
+                first_in_unit[u] = false;
+            }
+        }
+        for page in forget {
+            self.flash.forget_programs(page.block, page.page);
+        }
+        let written = p.written;
+        let extent = tl.extent;
+        let lost: Vec<u64> = (kept..written.min(extent))
+            .filter(|&o| !tl.is_valid(o))
+            .collect();
+        let tl = self.plus.tl.get_mut(&zone).expect("TL_opened");
+        let dropped: Vec<u64> = tl.done.range(keep_chunks..).map(|(&c, _)| c).collect();
+        for c in &dropped {
+            tl.done.remove(c);
+        }
+        for (u, next) in tl.next.iter_mut().enumerate() {
+            let first = keep_chunks + (u as u64 + width - keep_chunks % width) % width;
+            *next = (*next).min(first);
+        }
+        // The copies dropped took one copyback each off the data's run.
+        for c in dropped {
+            if let Some(r) = self.plus.copyback_runs.get_mut(&(zone, c)) {
+                *r = r.saturating_sub(1);
+                if *r == 0 {
+                    self.plus.copyback_runs.remove(&(zone, c));
+                }
+            }
+        }
+        // Blocks past the original data were all written since TL_open.
+        if written > extent {
+            self.data.truncate(zone, kept.max(extent));
+        }
+        for off in lost {
+            self.data.put(zone, off, &BlockCopy::Zero);
+        }
+        self.progress[zone as usize] = crate::zns::ZoneProgress {
+            programmed_chunks: keep_chunks.min(p.programmed_chunks),
+            written: kept,
+        };
+    }
+
+    /// Power loss at `at`: copies in flight are aborted (the device is idle afterwards), and
+    /// background plugging resumes from `at`.
+    pub(crate) fn tl_power_cut(&mut self, at: Nanos) {
+        self.plus.wp_progress.clear();
+        self.plus.tail_ready.clear();
+        self.plus.last_pass = at;
+        for tl in self.plus.tl.values_mut() {
+            tl.ready = tl.ready.min(at);
         }
     }
 
@@ -1413,6 +1498,145 @@ mod tests {
         assert!(z.is_tl_open(ZoneId(0)));
     }
 
+    type Op = (u8, u64, u64, u64);
+
+    /// Blocks last written or copied, by LBA (fingerprints).
+    type Model = HashMap<u64, u64>;
+
+    /// Per zone, the valid bitmap of its last TL_open.
+    type Bitmaps = HashMap<u64, Vec<bool>>;
+
+    /// Runs `ops` (host writes, compactions, TL_opens, threaded-logging writes, closes,
+    /// finishes and resets on zones 0-5), checking the zone invariants after each; returns the
+    /// expected contents, the valid bitmap of each zone's last TL_open, and the time after.
+    fn drive(d: &mut ZonedDevice, ops: &[Op]) -> Result<(Model, Bitmaps, Nanos), TestCaseError> {
+        let mut model: HashMap<u64, u64> = HashMap::new();
+        let mut valid: Bitmaps = HashMap::new();
+        let mut t = Nanos(0);
+        let mut stamp = 0u64;
+        for &(op, zone, off, n) in ops {
+            let zs = zone * 64;
+            let z = d.zone(ZoneId(zone as u32)).clone();
+            let wp = z.wp.0 - zs;
+            let c = match op {
+                0 | 1 => {
+                    // A write at (TL zones: at or after) the write pointer.
+                    let start = match valid
+                        .get(&zone)
+                        .filter(|_| d.is_tl_open(ZoneId(zone as u32)))
+                    {
+                        Some(v) => (wp + off % 8..64).find(|&k| !v[k as usize]),
+                        None => Some(wp),
+                    };
+                    let Some(start) = start else { continue };
+                    let mut n = n.min(64 - start);
+                    if let Some(v) = valid
+                        .get(&zone)
+                        .filter(|_| d.is_tl_open(ZoneId(zone as u32)))
+                    {
+                        n = (start..start + n).take_while(|&k| !v[k as usize]).count() as u64;
+                    }
+                    if n == 0 {
+                        continue;
+                    }
+                    let fps: Vec<u64> = (0..n)
+                        .map(|_| {
+                            stamp += 1;
+                            stamp
+                        })
+                        .collect();
+                    let c = d.write(t, t, Lba(zs + start), WriteData::Fingerprints(&fps), false);
+                    if c.status.is_ok() {
+                        for (k, f) in fps.iter().enumerate() {
+                            model.insert(zs + start + k as u64, fp(*f));
+                        }
+                    }
+                    c
+                }
+                2 => {
+                    // Compact written blocks of another zone to this zone's write pointer.
+                    let from = (zone + 1 + off % 5) % 6;
+                    let written: Vec<u64> = (0..64)
+                        .map(|k| from * 64 + k)
+                        .filter(|l| model.contains_key(l))
+                        .collect();
+                    if written.is_empty() || d.is_tl_open(ZoneId(zone as u32)) {
+                        continue;
+                    }
+                    let k = (n as usize * 3)
+                        .min(written.len())
+                        .min((64 - wp.min(64)) as usize);
+                    let src: Vec<Lba> = written
+                        .iter()
+                        .skip(off as usize % written.len())
+                        .take(k)
+                        .map(|&l| Lba(l))
+                        .collect();
+                    if src.is_empty() {
+                        continue;
+                    }
+                    // Every other destination skips a block (non-contiguous).
+                    let dst: Vec<Lba> = (0..src.len() as u64)
+                        .map(|i| Lba(zs + wp + i + i / 2 * (n % 2)))
+                        .collect();
+                    let c = d.zone_compaction(t, t, &src, &dst);
+                    if c.status.is_ok() {
+                        let vals: Vec<u64> = src.iter().map(|l| model[&l.0]).collect();
+                        let last = dst.last().unwrap().0;
+                        for l in zs + wp..=last {
+                            model.remove(&l);
+                        }
+                        for (l, v) in dst.iter().zip(vals) {
+                            model.insert(l.0, v);
+                        }
+                    }
+                    c
+                }
+                3 => {
+                    if z.state != ZoneState::Full {
+                        continue;
+                    }
+                    let v: Vec<bool> = (0..64).map(|k| (k * 7 + off) % (n + 1) != 0).collect();
+                    let c = d.tl_open(
+                        t,
+                        t,
+                        &[TlOpenZone {
+                            zslba: Lba(zs),
+                            valid: v.clone(),
+                        }],
+                    );
+                    if c.status.is_ok() {
+                        valid.insert(zone, v);
+                    }
+                    c
+                }
+                4 => d.zone_mgmt(
+                    t,
+                    t,
+                    if off % 2 == 0 {
+                        ZoneAction::Close
+                    } else {
+                        ZoneAction::Finish
+                    },
+                    Lba(zs),
+                    false,
+                ),
+                _ => {
+                    let c = d.zone_mgmt(t, t, ZoneAction::Reset, Lba(zs), false);
+                    if c.status.is_ok() {
+                        model.retain(|&l, _| l / 64 != zone);
+                    }
+                    c
+                }
+            };
+            prop_assert!(c.done >= t);
+            t = c.done + Nanos(off * n * 20_000);
+            let inv = d.zones().check_invariants();
+            prop_assert!(inv.is_ok(), "{:?}", inv);
+        }
+        Ok((model, valid, t))
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -1425,76 +1649,57 @@ mod tests {
             ops in proptest::collection::vec((0u8..6, 0u64..6, 0u64..64, 1u64..9), 1..60),
         ) {
             let mut d = small(if lba_plugging { &["plugging=lba"] } else { &[] });
-            let mut model: HashMap<u64, u64> = HashMap::new();
-            let mut valid: HashMap<u64, Vec<bool>> = HashMap::new();
-            let mut t = Nanos(0);
-            let mut stamp = 0u64;
-            for (op, zone, off, n) in ops {
-                let zs = zone * 64;
-                let z = d.zone(ZoneId(zone as u32)).clone();
-                let wp = z.wp.0 - zs;
-                let c = match op {
-                    0 | 1 => {
-                        // A write at (TL zones: at or after) the write pointer.
-                        let start = match valid.get(&zone).filter(|_| d.is_tl_open(ZoneId(zone as u32))) {
-                            Some(v) => (wp + off % 8..64).find(|&k| !v[k as usize]),
-                            None => Some(wp),
-                        };
-                        let Some(start) = start else { continue };
-                        let mut n = n.min(64 - start);
-                        if let Some(v) = valid.get(&zone).filter(|_| d.is_tl_open(ZoneId(zone as u32))) {
-                            n = (start..start + n).take_while(|&k| !v[k as usize]).count() as u64;
-                        }
-                        if n == 0 { continue }
-                        let fps: Vec<u64> = (0..n).map(|_| { stamp += 1; stamp }).collect();
-                        let c = d.write(t, t, Lba(zs + start), WriteData::Fingerprints(&fps), false);
-                        if c.status.is_ok() {
-                            for (k, f) in fps.iter().enumerate() { model.insert(zs + start + k as u64, fp(*f)); }
-                        }
-                        c
-                    }
-                    2 => {
-                        // Compact written blocks of another zone to this zone's write pointer.
-                        let from = (zone + 1 + off % 5) % 6;
-                        let written: Vec<u64> = (0..64).map(|k| from * 64 + k).filter(|l| model.contains_key(l)).collect();
-                        if written.is_empty() || d.is_tl_open(ZoneId(zone as u32)) { continue }
-                        let k = (n as usize * 3).min(written.len()).min((64 - wp.min(64)) as usize);
-                        let src: Vec<Lba> = written.iter().skip(off as usize % written.len()).take(k).map(|&l| Lba(l)).collect();
-                        if src.is_empty() { continue }
-                        // Every other destination skips a block (non-contiguous).
-                        let dst: Vec<Lba> = (0..src.len() as u64).map(|i| Lba(zs + wp + i + i / 2 * (n % 2))).collect();
-                        let c = d.zone_compaction(t, t, &src, &dst);
-                        if c.status.is_ok() {
-                            let vals: Vec<u64> = src.iter().map(|l| model[&l.0]).collect();
-                            let last = dst.last().unwrap().0;
-                            for l in zs + wp..=last { model.remove(&l); }
-                            for (l, v) in dst.iter().zip(vals) { model.insert(l.0, v); }
-                        }
-                        c
-                    }
-                    3 => {
-                        if z.state != ZoneState::Full { continue }
-                        let v: Vec<bool> = (0..64).map(|k| (k * 7 + off) % (n + 1) != 0).collect();
-                        let c = d.tl_open(t, t, &[TlOpenZone { zslba: Lba(zs), valid: v.clone() }]);
-                        if c.status.is_ok() { valid.insert(zone, v); }
-                        c
-                    }
-                    4 => d.zone_mgmt(t, t, if off % 2 == 0 { ZoneAction::Close } else { ZoneAction::Finish }, Lba(zs), false),
-                    _ => {
-                        let c = d.zone_mgmt(t, t, ZoneAction::Reset, Lba(zs), false);
-                        if c.status.is_ok() { model.retain(|&l, _| l / 64 != zone); }
-                        c
-                    }
-                };
-                prop_assert!(c.done >= t);
-                t = c.done + Nanos(off * n * 20_000);
-                let inv = d.zones().check_invariants();
-                prop_assert!(inv.is_ok(), "{:?}", inv);
-            }
+            let (model, _, t) = drive(&mut d, &ops)?;
             let v = d.validate_loaded();
             prop_assert!(v.is_ok(), "{:?}", v);
             for (&lba, &want) in &model {
                 prop_assert_eq!(fp_of(&mut d, t, lba), want, "lba {}", lba);
+            }
+        }
+
+    }
+
+    proptest! {
+        // Few of the sequences leave a TL_opened zone with data not yet durable: many cases.
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// A power cut (no power-loss protection) at any time after such a sequence: the
+        /// device stays consistent, a zone still TL_opened keeps every block its bitmap marks
+        /// valid (the host never overwrote them), and finishing it plugs them into its LogFBG
+        /// without breaking the flash order.
+        #[test]
+        fn power_cuts_keep_the_valid_blocks_of_tl_opened_zones(
+            lba_plugging in any::<bool>(),
+            ops in proptest::collection::vec((0u8..6, 0u64..6, 0u64..64, 1u64..9), 1..60),
+            cut_after in 0u64..3_000_000,
+        ) {
+            let mut sets = vec!["power_loss_protection=false"];
+            if lba_plugging { sets.push("plugging=lba"); }
+            let mut d = small(&sets);
+            let (model, valid, t) = drive(&mut d, &ops)?;
+            let at = t + Nanos(cut_after);
+            d.power_cut(at);
+            let inv = d.zones().check_invariants();
+            prop_assert!(inv.is_ok(), "{:?}", inv);
+            let v = d.validate_loaded();
+            prop_assert!(v.is_ok(), "{:?}", v);
+            let tl: Vec<u64> = (0..6).filter(|&z| d.is_tl_open(ZoneId(z as u32))).collect();
+            let mut t = at;
+            for &z in &tl {
+                let c = d.zone_mgmt(t, t, ZoneAction::Finish, Lba(z * 64), false);
+                prop_assert!(c.status.is_ok(), "finish of TL zone {}: {:?}", z, c.status);
+                prop_assert_eq!(d.zone(ZoneId(z as u32)).state, ZoneState::Full);
+                t = c.done;
+            }
+            let v = d.validate_loaded();
+            prop_assert!(v.is_ok(), "{:?}", v);
+            for &z in &tl {
+                for (k, &is_valid) in valid[&z].iter().enumerate() {
+                    let lba = z * 64 + k as u64;
+                    if let (true, Some(&want)) = (is_valid, model.get(&lba)) {
+                        prop_assert_eq!(fp_of(&mut d, t, lba), want, "valid lba {} of TL zone {}", lba, z);
+                    }
+                }
             }
         }
     }

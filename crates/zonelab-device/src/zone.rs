@@ -1236,7 +1236,11 @@ impl ZoneSet {
     /// (Full, write pointer at the capacity, the rest unwritten: a Zone Active Excursion, NVMe
     /// ZNS command set §5.6, Zone Finished by Controller). Returns the zones finished so, in
     /// zone order, for the device to pad.
-    pub fn power_up(&mut self, lost: &[(ZoneId, u64)]) -> Vec<ZoneId> {
+    ///
+    /// `reopened` lists zones reopened for sparse overwrite (ZNS+ TL_open, seed 000 §3.2.2):
+    /// their data past the write pointer is still in the original flash blocks, so they stay
+    /// Closed (active) even with the write pointer at their start.
+    pub fn power_up(&mut self, lost: &[(ZoneId, u64)], reopened: &[ZoneId]) -> Vec<ZoneId> {
         for i in 0..self.zones.len() {
             if self.zones[i].state.is_open() {
                 self.set_state(i, ZoneState::Closed);
@@ -1267,7 +1271,7 @@ impl ZoneSet {
         }
         for i in 0..self.zones.len() {
             let z = &self.zones[i];
-            if z.state == ZoneState::Closed && z.wp == z.start {
+            if z.state == ZoneState::Closed && z.wp == z.start && !reopened.contains(&z.id) {
                 self.set_state(i, ZoneState::Empty);
             }
         }
@@ -1933,7 +1937,7 @@ mod tests {
         s.write(lba(3, 0), 12, false).unwrap(); // full by writes
         s.write(lba(4, 0), 3, false).unwrap();
         s.close(ZoneId(4)).unwrap();
-        let finished = s.power_up(&[(ZoneId(1), 2), (ZoneId(3), 7), (ZoneId(4), 0)]);
+        let finished = s.power_up(&[(ZoneId(1), 2), (ZoneId(3), 7), (ZoneId(4), 0)], &[]);
         assert!(finished.is_empty());
         assert_eq!((st(&s, 1), s.zone(ZoneId(1)).wp), (St::Closed, lba(1, 2)));
         assert_eq!(st(&s, 2), St::Empty, "opened without data: empty");
@@ -1960,12 +1964,15 @@ mod tests {
         assert_eq!(s.active_count(), 2);
         // Zone 1 loses everything, freeing one active resource for zone 2; zone 3 is kept
         // full by the controller; zone 4 loses all its data.
-        let finished = s.power_up(&[
-            (ZoneId(1), 0),
-            (ZoneId(2), 6),
-            (ZoneId(3), 1),
-            (ZoneId(4), 0),
-        ]);
+        let finished = s.power_up(
+            &[
+                (ZoneId(1), 0),
+                (ZoneId(2), 6),
+                (ZoneId(3), 1),
+                (ZoneId(4), 0),
+            ],
+            &[],
+        );
         assert_eq!(finished, vec![ZoneId(3)]);
         assert_eq!(st(&s, 2), St::Closed);
         let z3 = s.zone(ZoneId(3));
@@ -2331,7 +2338,7 @@ mod tests {
                     .filter(|z| z.id.0 % 2 == cmds.len() as u32 % 2)
                     .map(|z| (z.id, z.written * u64::from(z.id.0 % 3) / 3))
                     .collect();
-                let finished = s.power_up(&lost);
+                let finished = s.power_up(&lost, &[]);
                 if let Err(e) = s.check_invariants() {
                     panic!("after power-up losing {lost:?}: {e}");
                 }

@@ -956,7 +956,6 @@ fn power_cuts_during_internal_zone_compaction_lose_nothing_acknowledged() {
 }
 
 #[test]
-#[ignore = "the device does not model power loss while a zone is TL-opened yet (zonelab-device znsplus.rs): its rollback panics"]
 fn power_cuts_during_threaded_logging_lose_nothing_acknowledged() {
     power_cuts_during_reclaiming(znsplus_policy);
 }

@@ -9,9 +9,13 @@
 //! then: the scripted mix against its full oracle ([`oracle`]), the benchmark workloads
 //! against the files they fsynced or synced and did not change since ([`watch`]).
 //!
+//! Ballast written before the workload ([`ballast`]) leaves few free zones, so the
+//! recording covers zone reclaiming as well.
+//!
 //! The crash points are visited in time order with one replay that only moves forward, so the
 //! cost of a point is a device copy, a mount and the checks.
 
+mod ballast;
 mod mix;
 mod oracle;
 mod watch;
@@ -64,7 +68,7 @@ pub struct CrashtestArgs {
     /// checked against a full oracle), fileserver, varmail, webserver, videoserver or mdtest.
     #[arg(long, default_value = "mix")]
     workload: String,
-    /// File-system policy (f2fs, izc, ...; znsplus is refused: see the error).
+    /// File-system policy (f2fs, izc, znsplus, ...).
     #[arg(long, default_value = "f2fs")]
     policy: String,
     /// Device profile (default: a small znsplus-mlc without power-loss protection).
@@ -76,6 +80,12 @@ pub struct CrashtestArgs {
     /// Seed of the workload.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Percent of the file system written with ballast files before the workload, every other
+    /// one then deleted (synced, never changed, checked at every point): the zones are half
+    /// valid and few are free, so the workload makes the file system reclaim zones while it is
+    /// recorded. 0: none.
+    #[arg(long, default_value_t = 90)]
+    fill: u32,
     /// Operations of the workload (default: 2000 for mix, 1500 for the benchmarks; mdtest
     /// creates this many files).
     #[arg(long)]
@@ -147,6 +157,10 @@ struct Report {
     commands_recorded: usize,
     flushes: usize,
     durable_events: usize,
+    /// Zones the workload reclaimed by cleaning (host copy or zone_compaction) and by
+    /// threaded logging (TL_open), so a run shows that crash points fell during reclaiming.
+    zones_cleaned: u64,
+    tl_opens: u64,
     points_tested: usize,
     points_by_kind: BTreeMap<String, usize>,
     checks: Checks,
@@ -166,6 +180,10 @@ struct Recording {
     oracle: Rc<Oracle>,
     end: Nanos,
     operations: usize,
+    /// Zones cleaned and TL_opens during the workload.
+    reclaimed: (u64, u64),
+    ballast: ballast::Ballast,
+    payload: PayloadMode,
     profile: Profile,
 }
 
@@ -197,11 +215,6 @@ fn fs_options() -> FsOptions {
 }
 
 fn build_policy(name: &str) -> Result<Box<dyn policy::Policy>> {
-    if name == "znsplus" {
-        bail!(
-            "crashtest cannot test policy znsplus yet: the device does not model a power cut while a zone is TL-opened (threaded logging), so its roll-back is undefined; test f2fs or izc"
-        );
-    }
     policy::build(name, &BTreeMap::new()).map_err(|e| anyhow!("--policy {name}: {e}"))
 }
 
@@ -250,6 +263,13 @@ fn record(a: &CrashtestArgs) -> Result<Recording> {
         );
     }
     let policy = build_policy(&a.policy)?;
+    if a.fill > 90 {
+        bail!(
+            "--fill {}: at most 90 (the workload needs room to write)",
+            a.fill
+        );
+    }
+    let fill = a.fill;
     let mix = a.workload == "mix";
     let payload = if mix {
         PayloadMode::Full
@@ -285,11 +305,16 @@ fn record(a: &CrashtestArgs) -> Result<Recording> {
             .await
             .map_err(|e| anyhow!("mkfs: {e}"))?;
             let fs = Rc::new(fs);
+            let ballast = ballast::make(&fs, fill, payload).await?;
             let prepared = match bench {
                 None => Some(mix::Mix::prepare(fs.clone(), seed).await?),
                 Some(_) => None,
             };
             let initial = st.device().borrow().clone();
+            let before = {
+                let s = fs.stats();
+                (s.zones_cleaned, s.threaded.tl_opens)
+            };
             st.record_into(Some(l.clone()));
             let (oracle, operations) = match bench {
                 None => {
@@ -323,16 +348,24 @@ fn record(a: &CrashtestArgs) -> Result<Recording> {
                 }
             };
             st.record_into(None);
-            Ok::<_, anyhow::Error>((initial, oracle, operations, s.now()))
+            let stats = fs.stats();
+            let reclaimed = (
+                stats.zones_cleaned - before.0,
+                stats.threaded.tl_opens - before.1,
+            );
+            Ok::<_, anyhow::Error>((initial, oracle, operations, s.now(), reclaimed, ballast))
         })
         .map_err(|e| anyhow!("the workload did not finish: {e}"))??;
-    let (initial, oracle, operations, end) = out;
+    let (initial, oracle, operations, end, reclaimed, ballast) = out;
     Ok(Recording {
         initial,
         cmds: log.take(),
         oracle: Rc::new(oracle),
         end,
         operations,
+        reclaimed,
+        ballast,
+        payload,
         profile,
     })
 }
@@ -410,6 +443,10 @@ async fn read_tree(fs: &Fs) -> Result<Recovered, String> {
             .await
             .map_err(|e| format!("readdir {}: {e}", if path.is_empty() { "/" } else { &path }))?;
         for e in entries {
+            if ino == ROOT_INO && e.name == ballast::DIR {
+                // Checked on its own (ballast::Ballast::check).
+                continue;
+            }
             let p = format!("{path}/{}", e.name);
             match e.kind {
                 FileKind::Dir => {
@@ -590,10 +627,20 @@ fn test_points(
         let policy = build_policy(&a.policy)?;
         checks.mounts += 1;
         let (oracle, s, t) = (r.oracle.clone(), sim.clone(), p.t);
+        let (ballast, payload, index) = (r.ballast.clone(), r.payload, p.index as u64);
         let (problems, c) = sim
             .block_on(async move {
                 match Fs::mount(s, stack, fs_options(), policy).await {
-                    Ok(fs) => check_point(&fs, t, &oracle, verbose).await,
+                    Ok(fs) => {
+                        let (mut problems, mut c) = check_point(&fs, t, &oracle, verbose).await;
+                        // A sixteenth of the ballast's contents per point, in turn.
+                        let (p, files, bytes) = ballast.check(&fs, payload, 16, index).await;
+                        problems.extend(p);
+                        c.names_checked += ballast.remaining();
+                        c.files_verified += files;
+                        c.bytes_verified += bytes;
+                        (problems, c)
+                    }
                     Err(e) => (vec![format!("mount failed: {e}")], Checks::default()),
                 }
             })
@@ -622,6 +669,9 @@ fn reproducer(a: &CrashtestArgs, point: usize) -> String {
     );
     if let Some(p) = &a.profile {
         s += &format!(" --profile {p}");
+    }
+    if a.fill != 90 {
+        s += &format!(" --fill {}", a.fill);
     }
     for kv in &a.set {
         s += &format!(" --set {kv}");
@@ -693,6 +743,8 @@ pub fn run(a: CrashtestArgs) -> Result<ExitCode> {
             Oracle::Mix(h) => h.guarantees.len(),
             Oracle::Watch(w) => w.records(),
         },
+        zones_cleaned: r.reclaimed.0,
+        tl_opens: r.reclaimed.1,
         points_tested: tested,
         points_by_kind: by_kind,
         checks,
@@ -726,6 +778,10 @@ fn print_report(r: &Report) {
         r.commands_recorded,
         r.flushes,
         r.durable_events
+    );
+    println!(
+        "  reclaiming: {} zones cleaned, {} zones reopened by threaded logging",
+        r.zones_cleaned, r.tl_opens
     );
     let kinds: Vec<String> = r
         .points_by_kind

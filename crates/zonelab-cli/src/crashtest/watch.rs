@@ -279,13 +279,19 @@ impl FileSystem for Watched {
             self.names
                 .borrow_mut()
                 .insert((parent, name.to_string()), a.ino);
-            self.files.borrow_mut().insert(
+            let mut files = self.files.borrow_mut();
+            // An inode number freed by an unlink may come back: its history goes on (the
+            // durable records of the earlier file stay keyed by it, and the unlink that ended
+            // them must stay on record).
+            let mut changes = files.remove(&a.ino).map(|t| t.changes).unwrap_or_default();
+            changes.push(start);
+            files.insert(
                 a.ino,
                 Tracked {
                     name: Some((parent, name.to_string())),
                     data: Rc::new(Data::empty(self.fingerprints)),
                     busy: 0,
-                    changes: vec![start],
+                    changes,
                 },
             );
         }
