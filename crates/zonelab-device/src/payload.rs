@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -224,7 +225,9 @@ impl Prior {
 pub struct DataStore {
     mode: PayloadMode,
     lba_size: u64,
-    zones: Vec<Option<ZoneContent>>,
+    /// Shared between clones until written (`Arc::make_mut`): crash testing copies the device
+    /// at every crash point, and most zones do not change between two points.
+    zones: Vec<Option<Arc<ZoneContent>>>,
     zero_fingerprint: u64,
     /// Fingerprint mode: blocks written as bytes, kept whole, by (zone, block offset).
     #[serde(default)]
@@ -251,7 +254,7 @@ impl DataStore {
         self.zones
             .iter()
             .flatten()
-            .map(|z| match z {
+            .map(|z| match &**z {
                 ZoneContent::SeqFull(v) => v.len() as u64,
                 ZoneContent::SeqFingerprint(v) => v.len() as u64 * 8,
                 ZoneContent::RandFull(m) => m.len() as u64 * self.lba_size,
@@ -282,13 +285,15 @@ impl DataStore {
             }
         }
         let slot = &mut self.zones[zone as usize];
-        let content = slot.get_or_insert_with(|| match (sequential, mode) {
-            (true, PayloadMode::Full) => ZoneContent::SeqFull(Vec::new()),
-            (true, PayloadMode::Fingerprint) => ZoneContent::SeqFingerprint(Vec::new()),
-            (false, PayloadMode::Full) => ZoneContent::RandFull(BTreeMap::new()),
-            (false, PayloadMode::Fingerprint) => ZoneContent::RandFingerprint(BTreeMap::new()),
+        let content = slot.get_or_insert_with(|| {
+            Arc::new(match (sequential, mode) {
+                (true, PayloadMode::Full) => ZoneContent::SeqFull(Vec::new()),
+                (true, PayloadMode::Fingerprint) => ZoneContent::SeqFingerprint(Vec::new()),
+                (false, PayloadMode::Full) => ZoneContent::RandFull(BTreeMap::new()),
+                (false, PayloadMode::Fingerprint) => ZoneContent::RandFingerprint(BTreeMap::new()),
+            })
         });
-        match content {
+        match Arc::make_mut(content) {
             ZoneContent::SeqFull(v) => {
                 assert_eq!(
                     v.len() as u64,
@@ -357,7 +362,7 @@ impl DataStore {
                 out.bytes.extend_from_slice(b);
             }
         }
-        let content = self.zones[zone as usize].as_ref();
+        let content = self.zones[zone as usize].as_deref();
         for i in off..off + n {
             match (self.mode, content) {
                 (PayloadMode::Full, Some(ZoneContent::SeqFull(v))) => {
@@ -393,7 +398,7 @@ impl DataStore {
             return BlockCopy::Bytes(b.clone());
         }
         let lba = self.lba_size as usize;
-        match self.zones[zone as usize].as_ref() {
+        match self.zones[zone as usize].as_deref() {
             Some(ZoneContent::SeqFull(v)) => {
                 let s = off as usize * lba;
                 v.get(s..s + lba)
@@ -414,7 +419,7 @@ impl DataStore {
 
     /// Blocks of data a sequential zone holds (the end of its stored data).
     pub(crate) fn seq_len(&self, zone: u32) -> u64 {
-        match self.zones[zone as usize].as_ref() {
+        match self.zones[zone as usize].as_deref() {
             Some(ZoneContent::SeqFull(v)) => v.len() as u64 / self.lba_size,
             Some(ZoneContent::SeqFingerprint(v)) => v.len() as u64,
             Some(_) => panic!("sequential length of a randomly written zone"),
@@ -442,11 +447,14 @@ impl DataStore {
             }
         }
         let zero_fp = self.zero_fingerprint;
-        let content = self.zones[zone as usize].get_or_insert_with(|| match self.mode {
-            PayloadMode::Full => ZoneContent::SeqFull(Vec::new()),
-            PayloadMode::Fingerprint => ZoneContent::SeqFingerprint(Vec::new()),
+        let mode = self.mode;
+        let content = self.zones[zone as usize].get_or_insert_with(|| {
+            Arc::new(match mode {
+                PayloadMode::Full => ZoneContent::SeqFull(Vec::new()),
+                PayloadMode::Fingerprint => ZoneContent::SeqFingerprint(Vec::new()),
+            })
         });
-        match content {
+        match Arc::make_mut(content) {
             ZoneContent::SeqFull(v) => {
                 let mut blk = Vec::with_capacity(lba as usize);
                 match b {
@@ -510,7 +518,7 @@ impl DataStore {
     pub(crate) fn is_sequential(&self, zone: u32) -> Option<bool> {
         self.zones
             .get(zone as usize)?
-            .as_ref()
+            .as_deref()
             .map(|c| matches!(c, ZoneContent::SeqFull(_) | ZoneContent::SeqFingerprint(_)))
     }
 
@@ -522,7 +530,7 @@ impl DataStore {
             return;
         }
         let lba = self.lba_size;
-        match self.zones[zone as usize].as_mut() {
+        match self.zones[zone as usize].as_mut().map(Arc::make_mut) {
             Some(ZoneContent::SeqFull(v)) => v.truncate((blocks * lba) as usize),
             Some(ZoneContent::SeqFingerprint(v)) => v.truncate(blocks as usize),
             Some(ZoneContent::RandFull(_) | ZoneContent::RandFingerprint(_)) => {
@@ -550,7 +558,7 @@ impl DataStore {
                 .map(|i| self.whole.get(&(zone, i)).cloned())
                 .collect()
         });
-        let blocks = match self.zones[zone as usize].as_ref() {
+        let blocks = match self.zones[zone as usize].as_deref() {
             Some(ZoneContent::RandFull(m)) => {
                 PriorBlocks::Full((off..off + n).map(|i| m.get(&i).cloned()).collect())
             }
@@ -583,7 +591,10 @@ impl DataStore {
                 }
             }
         }
-        match (self.zones[zone as usize].as_mut(), &prior.blocks) {
+        match (
+            self.zones[zone as usize].as_mut().map(Arc::make_mut),
+            &prior.blocks,
+        ) {
             (Some(ZoneContent::RandFull(m)), PriorBlocks::Full(v)) => match &v[i] {
                 Some(b) => {
                     m.insert(at, b.clone());
