@@ -509,15 +509,21 @@ impl Fs {
         let mut segs = Segments::new(layout);
         if let Some(tl) = policy.threaded_logging() {
             // HSR's unit costs from the device's flash timing (seed 000 §3.3.2): an in-device
-            // copy of a block is its share of a chunk's copyback; a host write its share of a
-            // page transfer and program.
+            // copy of a block is its share of a chunk's copyback, or, on a device that does
+            // not copy back, of a flash read, two page transfers and a program; a host write
+            // its share of a page transfer and program.
             let (copy_ns, write_ns) = {
                 let ns = dev.stack.device().borrow();
                 let p = ns.profile();
                 let per_chunk = dev.blocks_per_chunk().max(1) as f64;
                 let f = &p.flash;
+                let copy = if p.znsplus.copyback {
+                    f.copyback.0.0
+                } else {
+                    f.read.0.0 + 2 * f.page_transfer.0.0 + f.program.0.0
+                };
                 (
-                    f.copyback.0.0 as f64 / per_chunk,
+                    copy as f64 / per_chunk,
                     (f.page_transfer.0.0 + f.program.0.0) as f64 / per_chunk,
                 )
             };
