@@ -86,8 +86,8 @@ pub struct CrashtestArgs {
     /// recorded. 0: none.
     #[arg(long, default_value_t = 90)]
     fill: u32,
-    /// Operations of the workload (default: 2000 for mix, 1500 for the benchmarks; mdtest
-    /// creates this many files).
+    /// Operations of the workload (default: 2000 for mix, 4000 for the filebench
+    /// personalities; mdtest creates this many files, default 1500).
     #[arg(long)]
     ops: Option<u32>,
     /// Crash points to test: every flush and durable point, `--between` per gap between
@@ -276,7 +276,12 @@ fn record(a: &CrashtestArgs) -> Result<Recording> {
     } else {
         PayloadMode::Fingerprint
     };
-    let ops = a.ops.unwrap_or(if mix { 2000 } else { 1500 });
+    let ops = a.ops.unwrap_or(match a.workload.as_str() {
+        "mix" => 2000,
+        "mdtest" => 1500,
+        // Enough for the filebench personalities that write to make f2fs clean zones too.
+        _ => 4000,
+    });
     let bench = if mix {
         None
     } else {
