@@ -110,6 +110,9 @@ fn bad_requests_are_refused_with_a_reason() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--policy nope"), "{err}");
+    let out = zonelab(&["crashtest", "--fill", "95", "--ops", "10"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at most 90"));
     let out = zonelab(&["crashtest", "--workload", "nope"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("use one of"));

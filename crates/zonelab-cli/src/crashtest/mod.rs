@@ -83,9 +83,10 @@ pub struct CrashtestArgs {
     /// Percent of the file system written with ballast files before the workload, every other
     /// one then deleted (synced, never changed, checked at every point): the zones are half
     /// valid and few are free, so the workload makes the file system reclaim zones while it is
-    /// recorded. 0: none.
-    #[arg(long, default_value_t = 90)]
-    fill: u32,
+    /// recorded. 0: none. Default: 90 on the default device, 0 with --profile (filling a
+    /// full-size drive would take long).
+    #[arg(long)]
+    fill: Option<u32>,
     /// Operations of the workload (default: 2000 for mix, 4000 for the filebench
     /// personalities; mdtest creates this many files, default 1500).
     #[arg(long)]
@@ -263,13 +264,10 @@ fn record(a: &CrashtestArgs) -> Result<Recording> {
         );
     }
     let policy = build_policy(&a.policy)?;
-    if a.fill > 90 {
-        bail!(
-            "--fill {}: at most 90 (the workload needs room to write)",
-            a.fill
-        );
+    let fill = a.fill.unwrap_or(if a.profile.is_none() { 90 } else { 0 });
+    if fill > 90 {
+        bail!("--fill {fill}: at most 90 (the workload needs room to write)");
     }
-    let fill = a.fill;
     let mix = a.workload == "mix";
     let payload = if mix {
         PayloadMode::Full
@@ -675,8 +673,8 @@ fn reproducer(a: &CrashtestArgs, point: usize) -> String {
     if let Some(p) = &a.profile {
         s += &format!(" --profile {p}");
     }
-    if a.fill != 90 {
-        s += &format!(" --fill {}", a.fill);
+    if let Some(f) = a.fill {
+        s += &format!(" --fill {f}");
     }
     for kv in &a.set {
         s += &format!(" --set {kv}");
