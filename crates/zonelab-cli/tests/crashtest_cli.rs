@@ -10,6 +10,19 @@ fn zonelab(args: &[&str]) -> std::process::Output {
         .expect("run zonelab")
 }
 
+/// Runs a crashtest that must succeed; its JSON report and the raw stdout.
+fn report(args: &[&str]) -> (serde_json::Value, String) {
+    let out = zonelab(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = serde_json::from_str(&stdout).expect("JSON report");
+    (r, stdout)
+}
+
 #[test]
 fn mix_survives_hundreds_of_crash_points_and_one_point_reruns() {
     let args = [
@@ -24,14 +37,7 @@ fn mix_survives_hundreds_of_crash_points_and_one_point_reruns() {
         "400",
         "--json",
     ];
-    let out = zonelab(&args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
+    let (r, stdout) = report(&args);
     let tested = r["points_tested"].as_u64().unwrap();
     assert!(tested >= 200, "only {tested} crash points");
     assert_eq!(r["failures"].as_array().unwrap().len(), 0);
@@ -76,7 +82,7 @@ fn mix_survives_hundreds_of_crash_points_and_one_point_reruns() {
 /// under znsplus, with the ballast's half-valid zones, threaded logging reopens some.
 #[test]
 fn a_workload_that_rarely_flushes_is_still_cut_at_many_points() {
-    let out = zonelab(&[
+    let (r, stdout) = report(&[
         "crashtest",
         "--workload",
         "fileserver",
@@ -88,13 +94,6 @@ fn a_workload_that_rarely_flushes_is_still_cut_at_many_points() {
         "250",
         "--json",
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
     assert_eq!(r["points_tested"], 250);
     // The ballast leaves few free zones: the workload reclaims some.
     let reclaimed = r["zones_cleaned"].as_u64().unwrap() + r["tl_opens"].as_u64().unwrap();

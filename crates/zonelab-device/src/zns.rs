@@ -1255,15 +1255,9 @@ impl ZonedDevice {
             "zone {zone}: {kept} blocks durable but {} pages programmed",
             p.programmed_chunks
         );
-        // Chunk c of a zone is page c / width of unit c % width: a block's first rolled-back
-        // chunk is within the first `width` rolled-back ones or starts the block.
-        let width = self.map.width() as u64;
-        for c in keep_chunks..p.programmed_chunks {
-            let page = self.map.page_of(zone, c);
-            if c < keep_chunks + width || page.page == 0 {
-                self.flash.forget_programs(page.block, page.page);
-            }
-        }
+        forget_programs_from(&self.map, &mut self.flash, zone, keep_chunks, |c| {
+            c < p.programmed_chunks
+        });
         self.progress[zone as usize] = ZoneProgress {
             programmed_chunks: keep_chunks,
             written: kept,
@@ -1306,6 +1300,30 @@ impl ZonedDevice {
             }
         };
         r.map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
+/// Forgets the flash programs of `zone`'s pages from chunk `from` on (a power loss rolls the
+/// zone back there), of the chunks `programmed` says were programmed. Chunk c of a zone is page
+/// c / width of parallel unit c % width, and each unit's pages are programmed in order: in each
+/// unit the programs are forgotten from its first programmed chunk on, and in every later block
+/// from its first page.
+pub(crate) fn forget_programs_from(
+    map: &ZoneMapper,
+    flash: &mut FlashArray,
+    zone: u32,
+    from: u64,
+    programmed: impl Fn(u64) -> bool,
+) {
+    let width = map.width() as u64;
+    let mut first_in_unit = vec![true; width as usize];
+    for c in (from..map.chunks_per_zone()).filter(|&c| programmed(c)) {
+        let page = map.page_of(zone, c);
+        let u = (c % width) as usize;
+        if first_in_unit[u] || page.page == 0 {
+            flash.forget_programs(page.block, page.page);
+            first_in_unit[u] = false;
+        }
     }
 }
 

@@ -863,28 +863,13 @@ impl ZonedDevice {
     pub(crate) fn roll_back_tl_zone(&mut self, zone: u32, kept: u64) {
         let lpc = self.lbas_per_chunk.get();
         let width = self.map.width() as u64;
-        let chunks = self.map.chunks_per_zone();
         let p = self.progress[zone as usize];
         let keep_chunks = kept / lpc;
         let tl = &self.plus.tl[&zone];
-        // Per parallel unit the LogFBG pages are programmed in order: forget from the first
-        // programmed chunk past the kept ones, and each later block from its first page.
-        let mut first_in_unit = vec![true; width as usize];
-        let mut forget = Vec::new();
-        for c in keep_chunks..chunks {
-            if c >= p.programmed_chunks && !tl.done.contains_key(&c) {
-                continue;
-            }
-            let page = self.map.page_of(zone, c);
-            let u = (c % width) as usize;
-            if first_in_unit[u] || page.page == 0 {
-                forget.push(page);
-                first_in_unit[u] = false;
-            }
-        }
-        for page in forget {
-            self.flash.forget_programs(page.block, page.page);
-        }
+        // In order at the write pointer, or plugged ahead.
+        crate::zns::forget_programs_from(&self.map, &mut self.flash, zone, keep_chunks, |c| {
+            c < p.programmed_chunks || tl.done.contains_key(&c)
+        });
         let written = p.written;
         let extent = tl.extent;
         let lost: Vec<u64> = (kept..written.min(extent))
