@@ -38,6 +38,10 @@ pub struct ReproduceArgs {
     /// depend on it.
     #[arg(long)]
     pub(crate) jobs: Option<usize>,
+    /// zns-plus: runs every experiment with seeds `seed`, `seed + 1`, ... and reports the
+    /// mean of each figure (default: 3, or 1 with --quick).
+    #[arg(long)]
+    pub(crate) seeds: Option<u64>,
 }
 
 /// How an item's ZoneLab value is judged against the paper's.

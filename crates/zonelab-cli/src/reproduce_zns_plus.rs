@@ -266,15 +266,20 @@ fn extract(r: &Value, timeline: bool) -> Value {
     v
 }
 
-/// Runs every experiment, `jobs` at a time; results by key, in a deterministic order.
+/// Runs every experiment once per seed, `jobs` runs at a time; per experiment (by key, in a
+/// deterministic order) the mean of its runs ([`mean_of_runs`]) and each seed's throughput.
 fn run_all(
     cfgs: &[Cfg],
     sc: &Scale,
-    seed: u64,
+    seeds: &[u64],
     jobs: usize,
 ) -> Result<(BTreeMap<String, Value>, f64)> {
+    let tasks: Vec<(Cfg, u64)> = cfgs
+        .iter()
+        .flat_map(|&c| seeds.iter().map(move |&s| (c, s)))
+        .collect();
     let bar = std::io::stderr().is_terminal().then(|| {
-        let b = ProgressBar::new(cfgs.len() as u64);
+        let b = ProgressBar::new(tasks.len() as u64);
         b.set_style(
             ProgressStyle::with_template("{bar:30} {pos}/{len} runs, {elapsed} {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -284,15 +289,17 @@ fn run_all(
     let next = AtomicUsize::new(0);
     // Per run: what the reproduction keeps of its result, and its wall time.
     type Done = Option<Result<(Value, f64)>>;
-    let results: Mutex<Vec<Done>> = Mutex::new((0..cfgs.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Done>> = Mutex::new((0..tasks.len()).map(|_| None).collect());
     std::thread::scope(|s| {
-        for _ in 0..jobs.max(1).min(cfgs.len().max(1)) {
+        for _ in 0..jobs.max(1).min(tasks.len().max(1)) {
             s.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(c) = cfgs.get(i) else { break };
-                    let key = c.key();
-                    let sets = c.sets(sc, seed);
+                    let Some((c, seed)) = tasks.get(i) else {
+                        break;
+                    };
+                    let key = format!("{} seed {seed}", c.key());
+                    let sets = c.sets(sc, *seed);
                     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         run_cmd::execute_quiet(BASE, &format!("zns-plus run {key}"), &sets)
                     }));
@@ -330,14 +337,17 @@ fn run_all(
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let mut out = BTreeMap::new();
+    let mut by_key: BTreeMap<String, Vec<(u64, Value)>> = BTreeMap::new();
     let mut wall = 0.0;
     let mut failures = Vec::new();
-    for (c, r) in cfgs.iter().zip(results.into_inner().expect("no poisoning")) {
+    for ((c, seed), r) in tasks
+        .iter()
+        .zip(results.into_inner().expect("no poisoning"))
+    {
         match r.expect("every run was taken") {
             Ok((v, w)) => {
                 wall += w;
-                out.insert(c.key(), v);
+                by_key.entry(c.key()).or_default().push((*seed, v));
             }
             Err(e) => failures.push(format!("{e:#}")),
         }
@@ -346,11 +356,59 @@ fn run_all(
         bail!(
             "{} of {} runs failed:\n  {}",
             failures.len(),
-            cfgs.len(),
+            tasks.len(),
             failures.join("\n  ")
         );
     }
+    let out = by_key
+        .into_iter()
+        .map(|(key, runs)| {
+            let values: Vec<&Value> = runs.iter().map(|(_, v)| v).collect();
+            let mut mean = mean_of_runs(&values);
+            mean["per_seed_mb_per_sec"] = runs
+                .iter()
+                .map(|(seed, v)| json!({"seed": seed, "mb_per_sec": v["throughput"]["mb_per_sec"]}))
+                .collect();
+            (key, mean)
+        })
+        .collect();
     Ok((out, wall))
+}
+
+/// The mean of one experiment's runs (one per seed), figure by figure: numbers are averaged,
+/// flags hold only if they hold in every run, and lists (the chip-utilization timeline) are
+/// the first run's.
+fn mean_of_runs(runs: &[&Value]) -> Value {
+    let first = runs[0];
+    match first {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v0)| {
+                    let vs: Vec<&Value> = runs.iter().map(|r| r.get(k).unwrap_or(v0)).collect();
+                    (k.clone(), mean_of_runs(&vs))
+                })
+                .collect(),
+        ),
+        Value::Number(_) => {
+            let xs: Vec<f64> = runs.iter().filter_map(|v| v.as_f64()).collect();
+            if xs.len() == runs.len() && runs.len() > 1 {
+                let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+                // Counts that agree (no verify mismatches in any run) stay integers.
+                match runs
+                    .iter()
+                    .map(|v| v.as_u64())
+                    .collect::<Option<Vec<u64>>>()
+                {
+                    Some(ns) if ns.iter().all(|&n| n == ns[0]) => json!(ns[0]),
+                    _ => json!(mean),
+                }
+            } else {
+                first.clone()
+            }
+        }
+        Value::Bool(_) => Value::Bool(runs.iter().all(|v| v.as_bool() == Some(true))),
+        _ => first.clone(),
+    }
 }
 
 /// The runs' results with accessors.
@@ -463,8 +521,13 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
+    let n_seeds = a.seeds.unwrap_or(if a.quick { 1 } else { 3 });
+    if n_seeds == 0 {
+        bail!("--seeds 0: give at least 1");
+    }
+    let seeds: Vec<u64> = (0..n_seeds).map(|i| a.seed.wrapping_add(i)).collect();
     let t0 = Instant::now();
-    let (runs, cpu) = run_all(&cfgs, &sc, a.seed, jobs)?;
+    let (runs, cpu) = run_all(&cfgs, &sc, &seeds, jobs)?;
     let wall = t0.elapsed().as_secs_f64();
     let runs = Runs(runs);
     let mut table = Table { items: Vec::new() };
@@ -489,8 +552,9 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
     std::fs::write(
         dir.join("table.json"),
         serde_json::to_string_pretty(&json!({
-            "paper": "zns-plus (seed 000)", "quick": a.quick, "seed": a.seed, "scale": scale,
-            "runs": runs.0.len(), "items": table.items, "figures": figs,
+            "paper": "zns-plus (seed 000)", "quick": a.quick, "seeds": seeds, "scale": scale,
+            "experiments": runs.0.len(), "runs": runs.0.len() * seeds.len(),
+            "items": table.items, "figures": figs,
         }))?,
     )?;
     std::fs::write(
@@ -498,15 +562,17 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
         serde_json::to_string_pretty(&json!({
             "base_experiment": BASE,
             "runs": cfgs.iter().map(|c| json!({
-                "key": c.key(), "sets": c.sets(&sc, a.seed), "result": runs.get(*c),
+                "key": c.key(), "sets": c.sets(&sc, a.seed), "seeds": seeds, "result": runs.get(*c),
             })).collect::<Vec<_>>(),
         }))?,
     )?;
     plots(&dir, &figs)?;
     print!("{md}");
     println!(
-        "{} runs, every one verified and fsck-clean; {:.1} s wall ({:.1} s of runs, {} at a time)",
+        "{} experiments x {} seed(s), every run verified and fsck-clean; means over the seeds; \
+         {:.1} s wall ({:.1} s of runs, {} at a time)",
         runs.0.len(),
+        seeds.len(),
         wall,
         cpu,
         jobs
@@ -1376,4 +1442,27 @@ fn plots(dir: &Path, figs: &serde_json::Map<String, Value>) -> Result<()> {
         &dir.join("fig12b_chip_utilization.png"),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mean_of_runs_averages_numbers_and_keeps_agreeing_counts_whole() {
+        let a = json!({"t": {"mb": 10.0, "ops": 3}, "ok": true, "mis": 0, "tl": [1, 2]});
+        let b = json!({"t": {"mb": 20.0, "ops": 4}, "ok": true, "mis": 0, "tl": [5]});
+        let c = json!({"t": {"mb": 30.0, "ops": 5}, "ok": false, "mis": 0, "tl": []});
+        let m = mean_of_runs(&[&a, &b, &c]);
+        assert_eq!(m["t"]["mb"], json!(20.0));
+        assert_eq!(m["t"]["ops"], json!(4.0));
+        // A flag holds only if it holds in every run.
+        assert_eq!(m["ok"], json!(false));
+        assert_eq!(mean_of_runs(&[&a, &b])["ok"], json!(true));
+        // Counts every run agrees on stay integers; lists are the first run's.
+        assert_eq!(m["mis"], json!(0));
+        assert_eq!(m["tl"], json!([1, 2]));
+        // One run is itself.
+        assert_eq!(mean_of_runs(&[&a]), a);
+    }
 }

@@ -66,6 +66,10 @@ pub struct PageFtl {
     map: HashMap<u64, (u32, u32)>,
     logical_pages: u64,
     counters: FtlCounters,
+    /// The flash has no copyback (a profile's `znsplus.copyback = false`): cleaning reads and
+    /// programs every page it moves.
+    #[serde(default)]
+    no_copyback: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -96,6 +100,12 @@ impl PageFtl {
         logical_pages: u64,
     ) -> Result<PageFtl, FtlConfigError> {
         PageFtl::with_units(pool, pages_per_block, 1, 2, 0.0, logical_pages)
+    }
+
+    /// The same FTL on flash without copyback: cleaning moves every page by read and program.
+    pub fn without_copyback(mut self) -> PageFtl {
+        self.no_copyback = true;
+        self
     }
 
     /// An FTL whose mapping unit is `1 / slots` of a flash page, offering `logical_units` units,
@@ -158,6 +168,7 @@ impl PageFtl {
             map: HashMap::new(),
             logical_pages,
             counters: FtlCounters::default(),
+            no_copyback: false,
         })
     }
 
@@ -312,7 +323,7 @@ impl PageFtl {
                         block: self.blocks[b as usize].addr,
                         page,
                     };
-                    let done = if src.block.plane == dst.block.plane {
+                    let done = if src.block.plane == dst.block.plane && !self.no_copyback {
                         flash.copyback(now, ready, src, dst)
                     } else {
                         let r = flash.read(now, ready, src, flash.geometry().page_size);
@@ -577,6 +588,26 @@ mod tests {
         );
         for lp in 0..40 {
             assert!(ftl.lookup(lp).is_some());
+        }
+    }
+
+    #[test]
+    fn cleaning_without_copyback_reads_and_programs() {
+        for no_copyback in [false, true] {
+            let mut f = flash();
+            let mut ftl = PageFtl::new(pool(), 4, 40).unwrap();
+            if no_copyback {
+                ftl = ftl.without_copyback();
+            }
+            let mut rng = zonelab_sim::SimRng::new(3);
+            for i in 0..400u64 {
+                let lp = if i < 40 { i } else { rng.below(40) };
+                ftl.write(&mut f, Nanos(0), Nanos(0), lp, false);
+            }
+            ftl.check_invariants();
+            let c = f.counters();
+            assert_eq!(c.copybacks == 0, no_copyback, "{c:?}");
+            assert_eq!(c.programs + c.copybacks, 400 + ftl.counters().gc_copies);
         }
     }
 

@@ -384,10 +384,13 @@ impl ZonedDevice {
                 }
             }
             let pages = z.conventional_zones as u64 * map.chunks_per_zone();
-            Some(
-                PageFtl::new(pool, profile.geometry.pages_per_block, pages)
-                    .map_err(|e| ProfileError::Invalid(e.to_string()))?,
-            )
+            let ftl = PageFtl::new(pool, profile.geometry.pages_per_block, pages)
+                .map_err(|e| ProfileError::Invalid(e.to_string()))?;
+            Some(if profile.znsplus.copyback {
+                ftl
+            } else {
+                ftl.without_copyback()
+            })
         } else {
             None
         };
