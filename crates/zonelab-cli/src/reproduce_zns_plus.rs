@@ -22,7 +22,7 @@ use crate::run_cmd;
 use anyhow::{Context, Result, anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
@@ -457,17 +457,36 @@ fn holds(b: bool) -> f64 {
 }
 
 /// Every experiment the items need (duplicates removed).
-fn plan(sc: &Scale) -> Vec<Cfg> {
+/// The figures and tables `--only` can pick (Fig. 10 comes with Fig. 9).
+const FIGURES: [&str; 8] = [
+    "fig6", "table4", "fig7", "table5", "fig8", "fig9", "fig11", "fig12",
+];
+
+/// Every experiment the selected figures need (duplicates removed).
+fn plan(sc: &Scale, only: &BTreeSet<&str>) -> Vec<Cfg> {
     use Scheme::*;
     let mut v = Vec::new();
     // Figs 6, 7, 9 and Table 5: every workload.
-    for w in 0..WORKLOADS.len() {
-        for s in [Zns, IzcH, IzcNoCb, ZnsPlus, ZnsPlusNoCb, ZnsPlusLp] {
-            v.push(Cfg::new(w, s));
+    let per_workload: [(&str, &[Scheme]); 4] = [
+        ("fig6", &[Zns, IzcH]),
+        ("fig7", &[Zns, IzcH, IzcNoCb, ZnsPlus, ZnsPlusNoCb]),
+        ("table5", &[ZnsPlus]),
+        ("fig9", &[Zns, IzcH, ZnsPlusLp, ZnsPlus]),
+    ];
+    for (fig, schemes) in per_workload {
+        if only.contains(fig) {
+            for w in 0..WORKLOADS.len() {
+                v.extend(schemes.iter().map(|&s| Cfg::new(w, s)));
+            }
         }
     }
     // Table 4: fileserver on three media.
-    for medium in ["tlc", "mlc", "znand"] {
+    let media: &[&str] = if only.contains("table4") {
+        &["tlc", "mlc", "znand"]
+    } else {
+        &[]
+    };
+    for &medium in media {
         for s in [Zns, IzcH, IzcD] {
             v.push(Cfg {
                 medium,
@@ -475,8 +494,9 @@ fn plan(sc: &Scale) -> Vec<Cfg> {
             });
         }
     }
+    let only_if = |fig: &str, n: usize| if only.contains(fig) { n } else { 0 };
     // Fig. 8: utilization.
-    for &util in &sc.utilizations {
+    for &util in &sc.utilizations[..only_if("fig8", sc.utilizations.len())] {
         for s in [Zns, IzcH, ZnsPlus] {
             v.push(Cfg {
                 util,
@@ -485,7 +505,7 @@ fn plan(sc: &Scale) -> Vec<Cfg> {
         }
     }
     // Fig. 11: chips, CAB vs CUB.
-    for &chips in &sc.chips {
+    for &chips in &sc.chips[..only_if("fig11", sc.chips.len())] {
         for s in [Zns, IzcH, IzcCub, ZnsPlus, ZnsPlusCub] {
             v.push(Cfg {
                 chips,
@@ -494,7 +514,7 @@ fn plan(sc: &Scale) -> Vec<Cfg> {
         }
     }
     // Fig. 12: lanes with chips.
-    for &(lanes, chips) in &sc.lanes {
+    for &(lanes, chips) in &sc.lanes[..only_if("fig12", sc.lanes.len())] {
         for s in [Zns, IzcH, ZnsPlus] {
             v.push(Cfg {
                 chips,
@@ -514,8 +534,28 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
     if a.jobs == Some(0) {
         bail!("--jobs 0: give at least 1");
     }
+    let only: BTreeSet<&str> = if a.only.is_empty() {
+        FIGURES.into_iter().collect()
+    } else {
+        let mut only = BTreeSet::new();
+        for f in &a.only {
+            let f = f.trim().to_ascii_lowercase();
+            let f = if f == "fig10" { "fig9".to_string() } else { f };
+            match FIGURES.iter().find(|&&g| g == f) {
+                Some(&g) => {
+                    only.insert(g);
+                }
+                None => bail!(
+                    "--only {f}: not a figure of the ZNS+ evaluation; give some of {} (fig10 \
+                     comes with fig9)",
+                    FIGURES.join(", ")
+                ),
+            }
+        }
+        only
+    };
     let sc = Scale::new(a.quick);
-    let cfgs = plan(&sc);
+    let cfgs = plan(&sc, &only);
     let jobs = a.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -532,14 +572,22 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
     let runs = Runs(runs);
     let mut table = Table { items: Vec::new() };
     let mut figs = serde_json::Map::new();
-    fig6(&runs, &mut table, &mut figs);
-    table4(&runs, &mut table, &mut figs);
-    fig7(&runs, &mut table, &mut figs);
-    table5(&runs, &mut table, &mut figs);
-    fig8(&runs, &sc, &mut table, &mut figs);
-    fig9_10(&runs, &mut table, &mut figs);
-    fig11(&runs, &sc, &mut table, &mut figs);
-    fig12(&runs, &sc, &mut table, &mut figs);
+    type Items = fn(&Runs, &Scale, &mut Table, &mut serde_json::Map<String, Value>);
+    let items: [(&str, Items); 8] = [
+        ("fig6", |r, _, t, f| fig6(r, t, f)),
+        ("table4", |r, _, t, f| table4(r, t, f)),
+        ("fig7", |r, _, t, f| fig7(r, t, f)),
+        ("table5", |r, _, t, f| table5(r, t, f)),
+        ("fig8", fig8),
+        ("fig9", |r, _, t, f| fig9_10(r, t, f)),
+        ("fig11", fig11),
+        ("fig12", fig12),
+    ];
+    for (fig, add) in items {
+        if only.contains(fig) {
+            add(&runs, &sc, &mut table, &mut figs);
+        }
+    }
 
     let md = table.markdown();
     std::fs::write(dir.join("table.md"), &md)?;
@@ -553,6 +601,7 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
         dir.join("table.json"),
         serde_json::to_string_pretty(&json!({
             "paper": "zns-plus (seed 000)", "quick": a.quick, "seeds": seeds, "scale": scale,
+            "figures_run": only,
             "experiments": runs.0.len(), "runs": runs.0.len() * seeds.len(),
             "items": table.items, "figures": figs,
         }))?,
@@ -1167,280 +1216,299 @@ fn lines(
 
 fn plots(dir: &Path, figs: &serde_json::Map<String, Value>) -> Result<()> {
     let short: Vec<String> = WORKLOADS.iter().map(|w| w.1.to_string()).collect();
-    // Fig. 6: phases, one bar group per workload and scheme.
-    let f6 = figs["fig6"]["workloads"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let mut groups = Vec::new();
-    let mut phase: [Vec<f64>; 4] = Default::default();
-    for (w, x) in f6.iter().enumerate() {
-        for (s, label) in [("zns", "ZNS"), ("izc", "IZC")] {
-            groups.push(format!("{} {label}", short[w]));
-            for (k, p) in ["init_ms", "read_ms", "write_ms", "checkpoint_ms"]
-                .iter()
-                .enumerate()
-            {
-                phase[k].push(x[s][p].as_f64().unwrap_or(f64::NAN));
+    if figs.contains_key("fig6") {
+        // Fig. 6: phases, one bar group per workload and scheme.
+        let f6 = figs["fig6"]["workloads"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut groups = Vec::new();
+        let mut phase: [Vec<f64>; 4] = Default::default();
+        for (w, x) in f6.iter().enumerate() {
+            for (s, label) in [("zns", "ZNS"), ("izc", "IZC")] {
+                groups.push(format!("{} {label}", short[w]));
+                for (k, p) in ["init_ms", "read_ms", "write_ms", "checkpoint_ms"]
+                    .iter()
+                    .enumerate()
+                {
+                    phase[k].push(x[s][p].as_f64().unwrap_or(f64::NAN));
+                }
             }
         }
-    }
-    render_png(
-        &Chart::Bars {
-            title: "Fig. 6: mean compaction time by phase (paper: IZC cuts 28.2-51.7%)".into(),
-            y_label: "ms".into(),
-            groups,
-            series: ["init", "read", "write", "checkpoint"]
-                .iter()
-                .zip(phase)
-                .map(|(n, v)| (n.to_string(), v))
-                .collect(),
-        },
-        &dir.join("fig6_compaction_time.png"),
-    )?;
-    render_png(
-        &Chart::Bars {
-            title: "Fig. 6: copyback share of IZC's in-storage copies".into(),
-            y_label: "%".into(),
-            groups: short.clone(),
-            series: vec![
-                (
-                    "paper".into(),
-                    f6.iter()
-                        .map(|x| x["paper_copyback_pct"].as_f64().unwrap_or(f64::NAN))
-                        .collect(),
-                ),
-                (
-                    "ZoneLab".into(),
-                    f6.iter()
-                        .map(|x| x["copyback_pct"].as_f64().unwrap_or(f64::NAN))
-                        .collect(),
-                ),
-            ],
-        },
-        &dir.join("fig6_copyback_share.png"),
-    )?;
-    // Table 4.
-    let t4 = figs["table4"].as_array().cloned().unwrap_or_default();
-    let mut series = Vec::new();
-    for (who, key) in [
-        ("paper", "paper_mb_per_sec"),
-        ("ZoneLab", "zonelab_mb_per_sec"),
-    ] {
-        for s in ["zns", "izc_h", "izc_d"] {
-            series.push((
-                format!("{who} {}", s.to_uppercase().replace('_', "-")),
-                t4.iter()
-                    .map(|x| x[key][s].as_f64().unwrap_or(f64::NAN))
+        render_png(
+            &Chart::Bars {
+                title: "Fig. 6: mean compaction time by phase (paper: IZC cuts 28.2-51.7%)".into(),
+                y_label: "ms".into(),
+                groups,
+                series: ["init", "read", "write", "checkpoint"]
+                    .iter()
+                    .zip(phase)
+                    .map(|(n, v)| (n.to_string(), v))
                     .collect(),
-            ));
-        }
-    }
-    render_png(
-        &Chart::Bars {
-            title: "Table 4: fileserver bandwidth by flash medium".into(),
-            y_label: "MB/s".into(),
-            groups: t4
-                .iter()
-                .map(|x| x["medium"].as_str().unwrap_or("").to_uppercase())
-                .collect(),
-            series,
-        },
-        &dir.join("table4_media.png"),
-    )?;
-    // Fig. 7.
-    let f7 = figs["fig7"]["workloads"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let schemes = f7.first().map(|x| names(&x["schemes"])).unwrap_or_default();
-    let pick = |key: &str, i: usize| -> Vec<f64> {
-        f7.iter()
-            .map(|x| nums(&x[key]).get(i).copied().unwrap_or(f64::NAN))
-            .collect()
-    };
-    render_png(
-        &Chart::Bars {
-            title: "Fig. 7a: throughput normalized to ZNS (paper: ZNS+ 1.33-2.91x)".into(),
-            y_label: "x ZNS".into(),
-            groups: short.clone(),
-            series: schemes
-                .iter()
-                .enumerate()
-                .map(|(i, s)| (s.clone(), pick("normalized_to_zns", i)))
-                .collect(),
-        },
-        &dir.join("fig7a_throughput.png"),
-    )?;
-    render_png(
-        &Chart::Bars {
-            title: "Fig. 7b: node + metadata writes per user write".into(),
-            y_label: "bytes / user byte".into(),
-            groups: short.clone(),
-            series: schemes
-                .iter()
-                .enumerate()
-                .map(|(i, s)| (s.clone(), pick("node_meta_per_user_write", i)))
-                .collect(),
-        },
-        &dir.join("fig7b_metadata_overhead.png"),
-    )?;
-    // Table 5.
-    let t5 = figs["table5"].as_array().cloned().unwrap_or_default();
-    let col = |k: &str| -> Vec<f64> {
-        t5.iter()
-            .map(|x| x[k].as_f64().unwrap_or(f64::NAN))
-            .collect()
-    };
-    render_png(
-        &Chart::Bars {
-            title: "Table 5: threaded logging (TL) and background plugging (BP) under ZNS+".into(),
-            y_label: "%".into(),
-            groups: short.clone(),
-            series: vec![
-                ("paper TL".into(), col("paper_tl_pct")),
-                ("ZoneLab TL".into(), col("tl_pct")),
-                ("paper BP".into(), col("paper_bp_pct")),
-                ("ZoneLab BP".into(), col("bp_pct")),
-            ],
-        },
-        &dir.join("table5_tl_bp.png"),
-    )?;
-    // Fig. 8.
-    let f8 = &figs["fig8"];
-    let xs = nums(&f8["utilization_pct"]);
-    let n8 = names(&f8["schemes"]);
-    render_png(
-        &lines(
-            "Fig. 8a: fileserver throughput vs utilization",
-            "utilization (%)",
-            "MB/s",
-            &xs,
-            &rows(&f8["mb_per_sec"]),
-            &n8,
-        ),
-        &dir.join("fig8a_throughput.png"),
-    )?;
-    render_png(
-        &lines(
-            "Fig. 8b: write amplification vs utilization",
-            "utilization (%)",
-            "WAF (file system)",
-            &xs,
-            &rows(&f8["waf"]),
-            &n8,
-        ),
-        &dir.join("fig8b_waf.png"),
-    )?;
-    // Fig. 9.
-    let f9 = &figs["fig9"];
-    let u9 = rows(&f9["chip_utilization_pct"]);
-    render_png(
-        &Chart::Bars {
-            title: "Fig. 9: flash chip utilization".into(),
-            y_label: "%".into(),
-            groups: short.clone(),
-            series: names(&f9["schemes"])
-                .into_iter()
-                .enumerate()
-                .map(|(i, s)| {
+            },
+            &dir.join("fig6_compaction_time.png"),
+        )?;
+        render_png(
+            &Chart::Bars {
+                title: "Fig. 6: copyback share of IZC's in-storage copies".into(),
+                y_label: "%".into(),
+                groups: short.clone(),
+                series: vec![
                     (
-                        s,
-                        u9.iter()
-                            .map(|u| u.get(i).copied().unwrap_or(f64::NAN))
+                        "paper".into(),
+                        f6.iter()
+                            .map(|x| x["paper_copyback_pct"].as_f64().unwrap_or(f64::NAN))
                             .collect(),
-                    )
-                })
-                .collect(),
-        },
-        &dir.join("fig9_chip_utilization.png"),
-    )?;
-    // Fig. 10.
-    let f10 = &figs["fig10"];
-    let ts = rows(&f10["chip_utilization"]);
-    let n = ts.iter().map(Vec::len).max().unwrap_or(0);
-    let xs: Vec<f64> = (0..n).map(|i| (i as f64 + 0.5) * 0.1).collect();
-    let pct_ts: Vec<Vec<f64>> = ts
-        .iter()
-        .map(|v| v.iter().map(|x| 100.0 * x).collect())
-        .collect();
-    render_png(
-        &lines(
-            "Fig. 10: chip utilization per 100 ms, fileserver (measured window)",
-            "time (s)",
-            "%",
-            &xs,
-            &pct_ts,
-            &names(&f10["schemes"]),
-        ),
-        &dir.join("fig10_chip_utilization_timeline.png"),
-    )?;
-    // Fig. 11.
-    let f11 = &figs["fig11"];
-    let xs = nums(&f11["chips"]);
-    let n11 = names(&f11["schemes"]);
-    render_png(
-        &lines(
-            "Fig. 11a: fileserver bandwidth vs flash chips",
-            "chips",
-            "MB/s",
-            &xs,
-            &rows(&f11["mb_per_sec"]),
-            &n11,
-        ),
-        &dir.join("fig11a_bandwidth.png"),
-    )?;
-    let mut cb = rows(&f11["copyback_pct"]);
-    let mut n11b = n11.clone();
-    // ZNS copies nothing inside the device.
-    cb.remove(0);
-    n11b.remove(0);
-    cb.push(xs.iter().map(|_| 80.0).collect());
-    n11b.push("paper: CAB above 80%".into());
-    render_png(
-        &lines(
-            "Fig. 11b: copyback share of in-device copies vs chips",
-            "chips",
-            "%",
-            &xs,
-            &cb,
-            &n11b,
-        ),
-        &dir.join("fig11b_copyback_share.png"),
-    )?;
-    // Fig. 12.
-    let f12 = &figs["fig12"];
-    let xs: Vec<f64> = f12["lanes_chips"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|p| p[1].as_f64().unwrap_or(f64::NAN))
+                    ),
+                    (
+                        "ZoneLab".into(),
+                        f6.iter()
+                            .map(|x| x["copyback_pct"].as_f64().unwrap_or(f64::NAN))
+                            .collect(),
+                    ),
+                ],
+            },
+            &dir.join("fig6_copyback_share.png"),
+        )?;
+    }
+    if figs.contains_key("table4") {
+        // Table 4.
+        let t4 = figs["table4"].as_array().cloned().unwrap_or_default();
+        let mut series = Vec::new();
+        for (who, key) in [
+            ("paper", "paper_mb_per_sec"),
+            ("ZoneLab", "zonelab_mb_per_sec"),
+        ] {
+            for s in ["zns", "izc_h", "izc_d"] {
+                series.push((
+                    format!("{who} {}", s.to_uppercase().replace('_', "-")),
+                    t4.iter()
+                        .map(|x| x[key][s].as_f64().unwrap_or(f64::NAN))
+                        .collect(),
+                ));
+            }
+        }
+        render_png(
+            &Chart::Bars {
+                title: "Table 4: fileserver bandwidth by flash medium".into(),
+                y_label: "MB/s".into(),
+                groups: t4
+                    .iter()
+                    .map(|x| x["medium"].as_str().unwrap_or("").to_uppercase())
+                    .collect(),
+                series,
+            },
+            &dir.join("table4_media.png"),
+        )?;
+    }
+    if figs.contains_key("fig7") {
+        // Fig. 7.
+        let f7 = figs["fig7"]["workloads"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let schemes = f7.first().map(|x| names(&x["schemes"])).unwrap_or_default();
+        let pick = |key: &str, i: usize| -> Vec<f64> {
+            f7.iter()
+                .map(|x| nums(&x[key]).get(i).copied().unwrap_or(f64::NAN))
                 .collect()
-        })
-        .unwrap_or_default();
-    let n12 = names(&f12["schemes"]);
-    render_png(
-        &lines(
-            "Fig. 12a: bandwidth, PCIe lanes scaled with chips (lanes = chips / 8)",
-            "chips",
-            "MB/s",
-            &xs,
-            &rows(&f12["mb_per_sec"]),
-            &n12,
-        ),
-        &dir.join("fig12a_bandwidth.png"),
-    )?;
-    render_png(
-        &lines(
-            "Fig. 12b: chip utilization, PCIe lanes scaled with chips",
-            "chips",
-            "%",
-            &xs,
-            &rows(&f12["chip_utilization_pct"]),
-            &n12,
-        ),
-        &dir.join("fig12b_chip_utilization.png"),
-    )?;
+        };
+        render_png(
+            &Chart::Bars {
+                title: "Fig. 7a: throughput normalized to ZNS (paper: ZNS+ 1.33-2.91x)".into(),
+                y_label: "x ZNS".into(),
+                groups: short.clone(),
+                series: schemes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (s.clone(), pick("normalized_to_zns", i)))
+                    .collect(),
+            },
+            &dir.join("fig7a_throughput.png"),
+        )?;
+        render_png(
+            &Chart::Bars {
+                title: "Fig. 7b: node + metadata writes per user write".into(),
+                y_label: "bytes / user byte".into(),
+                groups: short.clone(),
+                series: schemes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (s.clone(), pick("node_meta_per_user_write", i)))
+                    .collect(),
+            },
+            &dir.join("fig7b_metadata_overhead.png"),
+        )?;
+    }
+    if figs.contains_key("table5") {
+        // Table 5.
+        let t5 = figs["table5"].as_array().cloned().unwrap_or_default();
+        let col = |k: &str| -> Vec<f64> {
+            t5.iter()
+                .map(|x| x[k].as_f64().unwrap_or(f64::NAN))
+                .collect()
+        };
+        render_png(
+            &Chart::Bars {
+                title: "Table 5: threaded logging (TL) and background plugging (BP) under ZNS+"
+                    .into(),
+                y_label: "%".into(),
+                groups: short.clone(),
+                series: vec![
+                    ("paper TL".into(), col("paper_tl_pct")),
+                    ("ZoneLab TL".into(), col("tl_pct")),
+                    ("paper BP".into(), col("paper_bp_pct")),
+                    ("ZoneLab BP".into(), col("bp_pct")),
+                ],
+            },
+            &dir.join("table5_tl_bp.png"),
+        )?;
+    }
+    if figs.contains_key("fig8") {
+        // Fig. 8.
+        let f8 = &figs["fig8"];
+        let xs = nums(&f8["utilization_pct"]);
+        let n8 = names(&f8["schemes"]);
+        render_png(
+            &lines(
+                "Fig. 8a: fileserver throughput vs utilization",
+                "utilization (%)",
+                "MB/s",
+                &xs,
+                &rows(&f8["mb_per_sec"]),
+                &n8,
+            ),
+            &dir.join("fig8a_throughput.png"),
+        )?;
+        render_png(
+            &lines(
+                "Fig. 8b: write amplification vs utilization",
+                "utilization (%)",
+                "WAF (file system)",
+                &xs,
+                &rows(&f8["waf"]),
+                &n8,
+            ),
+            &dir.join("fig8b_waf.png"),
+        )?;
+    }
+    if figs.contains_key("fig9") {
+        // Fig. 9.
+        let f9 = &figs["fig9"];
+        let u9 = rows(&f9["chip_utilization_pct"]);
+        render_png(
+            &Chart::Bars {
+                title: "Fig. 9: flash chip utilization".into(),
+                y_label: "%".into(),
+                groups: short.clone(),
+                series: names(&f9["schemes"])
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, s)| {
+                        (
+                            s,
+                            u9.iter()
+                                .map(|u| u.get(i).copied().unwrap_or(f64::NAN))
+                                .collect(),
+                        )
+                    })
+                    .collect(),
+            },
+            &dir.join("fig9_chip_utilization.png"),
+        )?;
+    }
+    if figs.contains_key("fig10") {
+        // Fig. 10.
+        let f10 = &figs["fig10"];
+        let ts = rows(&f10["chip_utilization"]);
+        let n = ts.iter().map(Vec::len).max().unwrap_or(0);
+        let xs: Vec<f64> = (0..n).map(|i| (i as f64 + 0.5) * 0.1).collect();
+        let pct_ts: Vec<Vec<f64>> = ts
+            .iter()
+            .map(|v| v.iter().map(|x| 100.0 * x).collect())
+            .collect();
+        render_png(
+            &lines(
+                "Fig. 10: chip utilization per 100 ms, fileserver (measured window)",
+                "time (s)",
+                "%",
+                &xs,
+                &pct_ts,
+                &names(&f10["schemes"]),
+            ),
+            &dir.join("fig10_chip_utilization_timeline.png"),
+        )?;
+    }
+    if figs.contains_key("fig11") {
+        // Fig. 11.
+        let f11 = &figs["fig11"];
+        let xs = nums(&f11["chips"]);
+        let n11 = names(&f11["schemes"]);
+        render_png(
+            &lines(
+                "Fig. 11a: fileserver bandwidth vs flash chips",
+                "chips",
+                "MB/s",
+                &xs,
+                &rows(&f11["mb_per_sec"]),
+                &n11,
+            ),
+            &dir.join("fig11a_bandwidth.png"),
+        )?;
+        let mut cb = rows(&f11["copyback_pct"]);
+        let mut n11b = n11.clone();
+        // ZNS copies nothing inside the device.
+        cb.remove(0);
+        n11b.remove(0);
+        cb.push(xs.iter().map(|_| 80.0).collect());
+        n11b.push("paper: CAB above 80%".into());
+        render_png(
+            &lines(
+                "Fig. 11b: copyback share of in-device copies vs chips",
+                "chips",
+                "%",
+                &xs,
+                &cb,
+                &n11b,
+            ),
+            &dir.join("fig11b_copyback_share.png"),
+        )?;
+    }
+    if figs.contains_key("fig12") {
+        // Fig. 12.
+        let f12 = &figs["fig12"];
+        let xs: Vec<f64> = f12["lanes_chips"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|p| p[1].as_f64().unwrap_or(f64::NAN))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let n12 = names(&f12["schemes"]);
+        render_png(
+            &lines(
+                "Fig. 12a: bandwidth, PCIe lanes scaled with chips (lanes = chips / 8)",
+                "chips",
+                "MB/s",
+                &xs,
+                &rows(&f12["mb_per_sec"]),
+                &n12,
+            ),
+            &dir.join("fig12a_bandwidth.png"),
+        )?;
+        render_png(
+            &lines(
+                "Fig. 12b: chip utilization, PCIe lanes scaled with chips",
+                "chips",
+                "%",
+                &xs,
+                &rows(&f12["chip_utilization_pct"]),
+                &n12,
+            ),
+            &dir.join("fig12b_chip_utilization.png"),
+        )?;
+    }
     Ok(())
 }
 

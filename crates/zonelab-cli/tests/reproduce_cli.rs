@@ -155,5 +155,56 @@ fn bad_papers_and_options_are_explained() {
     ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--jobs"));
+    for (flag, value, names) in [
+        ("--seeds", "0", "--seeds"),
+        ("--only", "fig6,fig13", "fig13"),
+    ] {
+        let o = zonelab(&[
+            "reproduce",
+            "zns-plus",
+            "--quick",
+            flag,
+            value,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(!o.status.success(), "{flag} {value}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(names), "{e}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn only_runs_the_figures_asked_for() {
+    let out = temp("only");
+    let o = zonelab(&[
+        "reproduce",
+        "zns-plus",
+        "--quick",
+        "--only",
+        "table5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = out.join("zns-plus");
+    let table: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("table.json")).unwrap()).unwrap();
+    assert_eq!(table["figures_run"], serde_json::json!(["table5"]));
+    let items = table["items"].as_array().unwrap();
+    assert!(!items.is_empty());
+    assert!(
+        items.iter().all(|i| i["observation"] == "Table 5"),
+        "{items:?}"
+    );
+    // One ZNS+ run per workload, and only Table 5's plot.
+    assert_eq!(table["experiments"], 5);
+    let pngs: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".png"))
+        .collect();
+    assert_eq!(pngs, ["table5_tl_bp.png"]);
     let _ = std::fs::remove_dir_all(&out);
 }
