@@ -269,10 +269,9 @@ fn an_izc_run_compacts_zones_inside_the_device() {
     std::fs::remove_file(&out).ok();
 }
 
-/// ZNS+ (seed 000 §3.2.2, §3.3.2): at 90% hybrid segment recycling reclaims zones by threaded
-/// logging, whose skipped blocks the device plugs, as well as by compaction; the run is verified
-/// and fsck-clean. (Which one wins depends on the zones' valid counts: HSR compares costs per
-/// block reclaimed.)
+/// ZNS+ (seed 000 §3.2.2, §3.3.2, Table 5): at 90% hybrid segment recycling reclaims most
+/// zones by threaded logging, whose skipped blocks the device plugs, rather than by
+/// compaction; the run is verified and fsck-clean.
 #[test]
 fn a_znsplus_run_reclaims_zones_by_threaded_logging() {
     let exp = experiment();
@@ -305,7 +304,7 @@ fn a_znsplus_run_reclaims_zones_by_threaded_logging() {
     let by = &v["gc"]["by_method"];
     let tl = by["threaded_logging"].as_u64().unwrap();
     let sc = by["izc"].as_u64().unwrap();
-    assert!(tl > 0 && sc > 0, "{by}");
+    assert!(tl > 0 && tl >= sc, "{by}");
     let d = &v["device"];
     // The device counts a TL_open when it runs, the file system when it asks: one may cross
     // a window edge.

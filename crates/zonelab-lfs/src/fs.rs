@@ -528,7 +528,7 @@ impl Fs {
                 )
             };
             segs.threaded = Some(Threaded::new(
-                crate::policy::Hsr::new(copy_ns, write_ns, tl.plugging_share),
+                crate::policy::Hsr::new(copy_ns, write_ns, tl.plugging_share, tl.cold_benefit),
                 2 * reserved,
                 zones as usize,
             ));
@@ -1855,6 +1855,7 @@ impl Fs {
                     cursegs[i] = *c;
                 }
             }
+            st.segs.release_empty_zones();
             let prefree: Vec<u32> = (0..st.segs.zones.len() as u32)
                 .filter(|&z| st.segs.zones[z as usize] == ZoneUse::Prefree)
                 .collect();
@@ -1926,6 +1927,7 @@ impl Fs {
     /// Issues the TL_opens and finishes threaded logging asked for; a failure is reported by
     /// the next checkpoint.
     fn issue_zone_jobs(&self, st: &mut State) {
+        st.segs.writes_issued();
         self.issue_zone_jobs_where(st, |_| true);
     }
 
@@ -2184,8 +2186,11 @@ impl Fs {
         // the SSA blocks of the destinations and the victim's and destinations' SIT blocks.
         // (The checkpoint's own writes also carry nodes other calls dirtied, so they are not
         // counted.)
+        // Node victims are profiled apart: their moves update no node (VictimKind).
+        let kind = st.segs.victim_kind(z);
         if let Some(th) = &mut st.segs.threaded {
-            th.hsr.observe_alpha(modified_meta, valid.len() as u64);
+            th.hsr
+                .observe_alpha(kind, modified_meta, valid.len() as u64);
         }
         st.stats.zones_cleaned += 1;
         st.stats.blocks_moved += moved;

@@ -4,7 +4,7 @@ use crate::dev::Devices;
 use crate::fs::{Fs, FsOptions};
 use crate::layout::FormatOptions;
 use crate::policy::{
-    Allocation, CachedPages, F2fs, InStorage, Izc, Policy, ThreadedLogging, ZnsPlus,
+    Allocation, CachedPages, ColdBenefit, F2fs, InStorage, Izc, Policy, ThreadedLogging, ZnsPlus,
 };
 use crate::vfs::{FileKind, FileSystem, FsError, ROOT_INO, SetAttr};
 use std::rc::Rc;
@@ -162,6 +162,36 @@ fn files_and_directories_survive_a_remount() {
     });
 }
 
+/// Zones whose blocks all die are freed by the next checkpoint, without cleaning (F2FS's
+/// prefree segments).
+#[test]
+fn zones_emptied_by_deletes_are_freed_without_cleaning() {
+    let (sim, stack) = small_device(PayloadMode::Fingerprint);
+    let s = sim.clone();
+    run(&sim, async move {
+        let fs = format(&s, &stack).await;
+        let f = fs.create(ROOT_INO, "big", 0o644, 0, 0).await.unwrap();
+        // Four zones of data (2 MiB each).
+        for i in 0..4u64 {
+            fs.write(f.ino, i << 21, OwnedData::Bytes(bytes(i as u8, 2 << 20)))
+                .await
+                .unwrap();
+        }
+        fs.sync().await.unwrap();
+        let before = fs.free_zones();
+        fs.unlink(ROOT_INO, "big").await.unwrap();
+        fs.sync().await.unwrap();
+        assert!(
+            fs.free_zones() >= before + 3,
+            "{} free zones after the delete, {before} before",
+            fs.free_zones()
+        );
+        assert_eq!(fs.stats().zones_cleaned, 0);
+        let problems = fs.check().await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    });
+}
+
 #[test]
 fn rename_unlink_truncate_follow_posix() {
     let (sim, stack) = small_device(PayloadMode::Full);
@@ -248,6 +278,7 @@ fn znsplus_policy() -> Box<dyn Policy> {
         threaded: ThreadedLogging {
             checkpoint_pre_invalid_bytes: 1 << 20,
             plugging_share: 0.9,
+            cold_benefit: ColdBenefit::None,
         },
     })
 }

@@ -94,13 +94,36 @@ pub struct ThreadedLogging {
     /// "based on the experimental results on performance improvement by the internal
     /// plugging").
     pub plugging_share: f64,
+    /// Whether C_SC subtracts B_cold, the future plugging compaction saves by moving cold
+    /// blocks to the cold log.
+    pub cold_benefit: ColdBenefit,
+}
+
+/// B_cold in hybrid segment recycling's C_SC (seed 000 §3.3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColdBenefit {
+    /// None, as the published ZNS+ F2FS (github.com/eslab-skku/ZNSplus, `get_new_ssr_segment`)
+    /// weighs the two: the implementation the paper's evaluation ran.
+    None,
+    /// `f_plugging(beta x N_cold)` with beta profiled at run time, as §3.3.2 describes it.
+    Profiled,
+}
+
+/// What a compaction victim holds: HSR profiles alpha separately for the two (seed 000
+/// §3.3.2: "when the victim segment of segment compaction is a node segment, no additional
+/// node update occurs; thus, N_node is 0", so only metadata blocks follow its moves).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VictimKind {
+    Data = 0,
+    Node = 1,
 }
 
 /// Hybrid segment recycling's cost model (seed 000 §3.3.2): the reclaiming costs of threaded
 /// logging and of segment compaction, in nanoseconds of device work. alpha (node and metadata
-/// blocks a compaction writes per block moved) and beta (the share of a zone's cold blocks
-/// still valid when it is reopened again) are profiled at run time; until the first
-/// observation, alpha is the paper's observed average (0.2) and beta one half.
+/// blocks a compaction writes per block moved, per kind of victim) and beta (the share of a
+/// zone's cold blocks still valid when it is reopened again) are profiled at run time; until
+/// the first observation, alpha is the paper's observed average (0.2) for data victims and 0
+/// for node victims (no node update), and beta one half.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hsr {
     /// In-device copy of one block (f_copy per block): a copyback of its chunk, per block.
@@ -108,25 +131,29 @@ pub struct Hsr {
     /// Host write of one block (f_write per block): its share of a page transfer and program.
     pub write_ns: f64,
     pub plugging_share: f64,
-    alpha_sum: (u64, u64),
+    pub cold_benefit: ColdBenefit,
+    /// Per [`VictimKind`]: (node and metadata blocks written, blocks moved).
+    alpha_sum: [(u64, u64); 2],
     beta_sum: (u64, u64),
 }
 
 impl Hsr {
-    pub fn new(copy_ns: f64, write_ns: f64, plugging_share: f64) -> Hsr {
+    pub fn new(copy_ns: f64, write_ns: f64, plugging_share: f64, cold_benefit: ColdBenefit) -> Hsr {
         Hsr {
             copy_ns,
             write_ns,
             plugging_share,
-            alpha_sum: (0, 0),
+            cold_benefit,
+            alpha_sum: [(0, 0); 2],
             beta_sum: (0, 0),
         }
     }
 
-    pub fn alpha(&self) -> f64 {
-        match self.alpha_sum {
-            (_, 0) => 0.2,
-            (meta, moved) => meta as f64 / moved as f64,
+    pub fn alpha(&self, kind: VictimKind) -> f64 {
+        match (self.alpha_sum[kind as usize], kind) {
+            ((_, 0), VictimKind::Data) => 0.2,
+            ((_, 0), VictimKind::Node) => 0.0,
+            ((meta, moved), _) => meta as f64 / moved as f64,
         }
     }
 
@@ -137,10 +164,12 @@ impl Hsr {
         }
     }
 
-    /// A compaction moved `moved` blocks and wrote `meta` node and metadata blocks.
-    pub fn observe_alpha(&mut self, meta: u64, moved: u64) {
-        self.alpha_sum.0 += meta;
-        self.alpha_sum.1 += moved;
+    /// A compaction of a `kind` victim moved `moved` blocks and wrote `meta` node and
+    /// metadata blocks.
+    pub fn observe_alpha(&mut self, kind: VictimKind, meta: u64, moved: u64) {
+        let a = &mut self.alpha_sum[kind as usize];
+        a.0 += meta;
+        a.1 += moved;
     }
 
     /// Of `was` cold blocks of a zone at its previous TL_open, `still` are valid at this one.
@@ -154,10 +183,15 @@ impl Hsr {
         self.plugging_share * self.copy_ns * keep as f64
     }
 
-    /// C_SC = f_copy(N_valid) + f_write(alpha N_valid) - f_plugging(beta N_cold).
-    pub fn compaction_cost(&self, valid: u64, cold: u64) -> f64 {
-        self.copy_ns * valid as f64 + self.write_ns * self.alpha() * valid as f64
-            - self.plugging_share * self.copy_ns * self.beta() * cold as f64
+    /// C_SC = f_copy(N_valid) + f_write(alpha N_valid) - B_cold, for a victim of kind
+    /// `kind` with `cold` = N_cold; B_cold = f_plugging(beta N_cold) or none
+    /// ([`ColdBenefit`]).
+    pub fn compaction_cost(&self, kind: VictimKind, valid: u64, cold: u64) -> f64 {
+        let b_cold = match self.cold_benefit {
+            ColdBenefit::None => 0.0,
+            ColdBenefit::Profiled => self.plugging_share * self.copy_ns * self.beta() * cold as f64,
+        };
+        self.copy_ns * valid as f64 + self.write_ns * self.alpha(kind) * valid as f64 - b_cold
     }
 }
 
@@ -227,8 +261,9 @@ impl Policy for ZnsPlus {
 }
 
 /// The policies [`build`] knows, and their options.
-pub const POLICIES: &str =
-    "f2fs; izc (options cached_pages = \"host\" | \"device\", allocation = \"cab\" | \"cub\")";
+pub const POLICIES: &str = "f2fs; izc (options cached_pages = \"host\" | \"device\", allocation = \
+     \"cab\" | \"cub\"); znsplus (the options of izc, and checkpoint_pre_invalid = \"128MiB\", \
+     cold_benefit = \"none\" | \"profiled\")";
 
 /// A policy by name with default options.
 pub fn by_name(name: &str) -> Result<Box<dyn Policy>, String> {
@@ -248,6 +283,7 @@ pub fn build(
     let mut threaded = ThreadedLogging {
         checkpoint_pre_invalid_bytes: 128 << 20,
         plugging_share: 0.9,
+        cold_benefit: ColdBenefit::None,
     };
     let takes_copy_options = matches!(name, "izc" | "znsplus");
     for (k, v) in options {
@@ -255,6 +291,19 @@ pub fn build(
             threaded.checkpoint_pre_invalid_bytes = parse_bytes(v).ok_or_else(|| {
                 format!("checkpoint_pre_invalid = '{v}': give a size such as 128MiB or 134217728")
             })?;
+            continue;
+        }
+        if name == "znsplus" && k == "cold_benefit" {
+            threaded.cold_benefit = match v.as_str() {
+                "none" => ColdBenefit::None,
+                "profiled" => ColdBenefit::Profiled,
+                _ => {
+                    return Err(format!(
+                        "cold_benefit = '{v}': use none (the published ZNS+ F2FS) or profiled \
+                         (B_cold = f_plugging(beta x N_cold), seed 000 §3.3.2)"
+                    ));
+                }
+            };
             continue;
         }
         if !takes_copy_options {
@@ -349,15 +398,27 @@ mod tests {
 
     #[test]
     fn hybrid_recycling_prefers_the_cheaper_reclaim() {
-        let mut h = Hsr::new(100.0, 100.0, 0.9);
+        use VictimKind::{Data, Node};
+        let mut h = Hsr::new(100.0, 100.0, 0.9, ColdBenefit::Profiled);
         // No cold data: threaded logging of a zone keeping 100 blocks costs 9000, compaction
-        // of a zone with 80 valid blocks 80 x (100 + 0.2 x 100) = 9600.
-        assert!(h.threaded_logging_cost(100) < h.compaction_cost(80, 0));
-        // Profiled alpha 0: compaction of 80 costs 8000, cheaper.
-        h.observe_alpha(0, 1000);
-        assert!(h.threaded_logging_cost(100) > h.compaction_cost(80, 0));
-        // Cold blocks that stay valid make compaction's migration worth more.
+        // of a data zone with 80 valid blocks 80 x (100 + 0.2 x 100) = 9600.
+        assert!(h.threaded_logging_cost(100) < h.compaction_cost(Data, 80, 0));
+        // A node victim has no node updates: 8000, cheaper.
+        assert!(h.threaded_logging_cost(100) > h.compaction_cost(Node, 80, 0));
+        // Profiled alpha 0 for data victims: compaction of 80 costs 8000, cheaper; node
+        // victims keep their own profile.
+        h.observe_alpha(Data, 0, 1000);
+        h.observe_alpha(Node, 500, 1000);
+        assert!(h.threaded_logging_cost(100) > h.compaction_cost(Data, 80, 0));
+        assert!(h.threaded_logging_cost(100) < h.compaction_cost(Node, 80, 0));
+        // Cold blocks that stay valid make compaction's migration worth more, unless B_cold
+        // is left out.
         h.observe_beta(9, 10);
-        assert!(h.compaction_cost(80, 50) < h.compaction_cost(80, 0));
+        assert!(h.compaction_cost(Data, 80, 50) < h.compaction_cost(Data, 80, 0));
+        h.cold_benefit = ColdBenefit::None;
+        assert_eq!(
+            h.compaction_cost(Data, 80, 50),
+            h.compaction_cost(Data, 80, 0)
+        );
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::layout::Layout;
 use crate::ondisk::{BlkAddr, CursegState, NULL_ADDR, SitEntry, Summary};
-use crate::policy::Hsr;
+use crate::policy::{Hsr, VictimKind};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The six logs, in checkpoint order (F2FS's CURSEG_* numbering).
@@ -68,6 +68,11 @@ pub struct Segments {
     pub zone_temp: Vec<Option<Temp>>,
     /// The zone being cleaned (no log may reopen it).
     pub cleaning: Option<u32>,
+    /// Zones logs left since the caller last issued the writes of the blocks it took
+    /// ([`Segments::writes_issued`]): their last blocks may not have reached the device yet,
+    /// so none may be reopened for threaded logging (TL_open needs the zone written in full,
+    /// and would overtake those writes).
+    left_unissued: Vec<u32>,
     /// Threaded logging, under the znsplus policy.
     pub threaded: Option<Threaded>,
 }
@@ -164,6 +169,7 @@ impl Segments {
             valid_blocks: 0,
             zone_temp: vec![None; zones],
             cleaning: None,
+            left_unissued: Vec::new(),
             threaded: None,
             layout,
         }
@@ -175,6 +181,20 @@ impl Segments {
         (z * spz..(z + 1) * spz)
             .map(|s| self.sit[s as usize].valid)
             .sum()
+    }
+
+    /// Written zones whose blocks are all invalid now become prefree, as F2FS's segments
+    /// with no valid block do (its PRE dirty list): the checkpoint being written frees them
+    /// without cleaning. A zone being cleaned is left to the cleaner.
+    pub fn release_empty_zones(&mut self) {
+        for z in 0..self.zones.len() as u32 {
+            if self.zones[z as usize] == ZoneUse::Used
+                && self.cleaning != Some(z)
+                && self.zone_valid(z) == 0
+            {
+                self.zones[z as usize] = ZoneUse::Prefree;
+            }
+        }
     }
 
     fn mark(&mut self, a: BlkAddr, valid: bool, now: u64) {
@@ -341,6 +361,7 @@ impl Segments {
     fn leave_zone(&mut self, t: Temp) {
         if let Some(c) = self.logs[t as usize].take() {
             self.zones[c.zone as usize] = ZoneUse::Used;
+            self.left_unissued.push(c.zone);
             if let Some(th) = &mut self.threaded
                 && th.skip[t as usize].take().is_some()
             {
@@ -391,31 +412,30 @@ impl Segments {
     /// logging). Below `threaded.below_free`, hybrid segment recycling (seed 000 §3.3.2)
     /// weighs the cheapest threaded-logging zone of the log's type,
     /// `C_TL = f_plugging(N_pre-inv + N_valid)`, against the zone segment compaction would
-    /// clean, `C_SC = f_copy(N_valid) + f_write(alpha N_valid) - f_plugging(beta N_cold)`,
-    /// each per block it reclaims (the paper weighs "reclaiming costs and benefits"; the two
-    /// candidates differ, and raw costs would prefer reopening a zone of 90% valid blocks,
-    /// which plugs nine blocks per block written, over compacting one of 60%: in steady-state
-    /// OLTP runs that made ZNS+ 2.7x slower than plain ZNS); a free zone is taken when
-    /// compaction is cheaper (the cleaner then reclaims). With no free zone left, threaded
-    /// logging it is.
+    /// clean, `C_SC = f_copy(N_valid) + f_write(alpha N_valid) - B_cold` (eq. 1 and 2, the
+    /// costs of reclaiming one segment each way, as the published ZNS+ F2FS compares them); a
+    /// free zone is taken when compaction is cheaper (the cleaner then reclaims). With no
+    /// free zone left, threaded logging it is.
+    ///
+    /// The cold data log never reopens a zone: it takes the blocks compaction moves (§2.3),
+    /// which stay valid, so its zones would be reopened to plug almost every block; the
+    /// published ZNS+ F2FS (`allocate_segment_by_default`) gives it a new segment always.
     fn choose_zone(&mut self, t: Temp) -> Option<(u32, Option<Vec<bool>>)> {
         let free = self.free_zones.len() as u32;
         if let Some(th) = &self.threaded
             && free < th.below_free
+            && t != Temp::ColdData
             && let Some((z, keep)) = self.threaded_candidate(t)
         {
-            let sc = self.compaction_victim().map(|v| {
-                let valid = self.zone_valid(v) as u64;
-                (valid, self.cold_blocks(v))
-            });
             let th = self.threaded.as_ref().expect("checked");
-            // Per block reclaimed: threaded logging frees the zone's `bpz - keep` writable
-            // blocks, compaction its `bpz - valid` invalid ones.
-            let bpz = self.layout.blocks_per_zone as f64;
-            let tl_cost = th.hsr.threaded_logging_cost(keep) / (bpz - keep as f64);
+            let tl_cost = th.hsr.threaded_logging_cost(keep);
             let prefer_tl = free == 0
-                || sc.is_none_or(|(valid, cold)| {
-                    tl_cost <= th.hsr.compaction_cost(valid, cold) / (bpz - valid as f64)
+                || self.compaction_victim().is_none_or(|v| {
+                    let valid = self.zone_valid(v) as u64;
+                    tl_cost
+                        <= th
+                            .hsr
+                            .compaction_cost(self.victim_kind(v), valid, self.cold_blocks(v))
                 });
             if prefer_tl {
                 return Some((z, Some(self.open_for_threaded_logging(z))));
@@ -429,6 +449,12 @@ impl Segments {
         self.free_zones.pop_first().map(|z| (z, None))
     }
 
+    /// The caller has handed the device the writes of every block it took: the zones logs
+    /// left may be reopened.
+    pub fn writes_issued(&mut self) {
+        self.left_unissued.clear();
+    }
+
     /// The zone of log `t`'s type with the fewest blocks to skip (valid or pre-invalid), if one
     /// has a block to write, and that count.
     fn threaded_candidate(&self, t: Temp) -> Option<(u32, u64)> {
@@ -439,6 +465,7 @@ impl Segments {
                 self.zones[z as usize] == ZoneUse::Used
                     && self.zone_temp[z as usize] == Some(t)
                     && self.cleaning != Some(z)
+                    && !self.left_unissued.contains(&z)
             })
             .map(|z| {
                 let keep = self.zone_valid(z) as u64 + th.pre_invalid_zone[z as usize] as u64;
@@ -446,6 +473,15 @@ impl Segments {
             })
             .filter(|&(_, keep)| keep < bpz)
             .min_by_key(|&(z, keep)| (keep, z))
+    }
+
+    /// Whether zone `z` holds node blocks (a node log wrote it) or data blocks. A zone no
+    /// log has written since mount counts as data.
+    pub fn victim_kind(&self, z: u32) -> VictimKind {
+        match self.zone_temp[z as usize] {
+            Some(Temp::HotNode | Temp::WarmNode | Temp::ColdNode) => VictimKind::Node,
+            _ => VictimKind::Data,
+        }
     }
 
     /// The zone greedy segment compaction would clean.
@@ -547,7 +583,7 @@ impl Segments {
 mod tests {
     use super::*;
     use crate::layout::{DeviceShape, FormatOptions, plan};
-    use crate::policy::Hsr;
+    use crate::policy::{ColdBenefit, Hsr};
 
     fn segments() -> Segments {
         let zone = 512u64;
@@ -562,8 +598,54 @@ mod tests {
         };
         let sb = plan(shape, FormatOptions::default(), true).expect("a valid plan");
         let mut s = Segments::new(Layout::new(sb).expect("a valid layout"));
-        s.threaded = Some(Threaded::new(Hsr::new(1.0, 1.0, 0.9), 4, s.zones.len()));
+        s.threaded = Some(Threaded::new(
+            Hsr::new(1.0, 1.0, 0.9, ColdBenefit::Profiled),
+            4,
+            s.zones.len(),
+        ));
         s
+    }
+
+    /// A zone a log left while the writes of its last blocks have not reached the device is
+    /// not reopened for threaded logging before they have: the TL_open would overtake them.
+    #[test]
+    fn a_zone_left_with_unissued_writes_is_not_reopened() {
+        let mut s = segments();
+        let t = Temp::WarmNode;
+        let owner = Summary { nid: 7, ofs: 0 };
+        let bpz = s.layout.blocks_per_zone;
+        let take = |s: &mut Segments| {
+            let a = s.alloc(t).expect("a zone has room");
+            s.validate(a, owner, 0);
+            s.layout.locate(a).expect("main area").0
+        };
+        // Fill zones until only two are free (below `below_free`, 4).
+        while s.free_zones.len() > 3 {
+            take(&mut s);
+        }
+        let first = take(&mut s);
+        while take(&mut s) == first {}
+        // `first` is left and half dead; the log fills its next zone without the caller
+        // having issued any write.
+        for off in 0..bpz / 2 {
+            s.invalidate(s.layout.addr(first, off), 1);
+        }
+        s.checkpoint_begins();
+        s.checkpoint_durable();
+        let second = s.logs[t as usize].expect("a zone").zone;
+        while s.logs[t as usize].expect("a zone").zone == second {
+            take(&mut s);
+        }
+        assert_ne!(s.logs[t as usize].expect("a zone").zone, first);
+        assert_eq!(s.threaded.as_ref().expect("on").stats.tl_opens, 0);
+        // Once the writes are issued, `first` is the cheapest zone to reopen.
+        s.writes_issued();
+        let third = s.logs[t as usize].expect("a zone").zone;
+        while s.logs[t as usize].expect("a zone").zone == third {
+            take(&mut s);
+        }
+        assert_eq!(s.logs[t as usize].expect("a zone").zone, first);
+        assert_eq!(s.threaded.as_ref().expect("on").stats.tl_opens, 1);
     }
 
     /// N_cold (seed 000 §3.3.2) counts blocks unchanged across two consecutive TL_opens of
