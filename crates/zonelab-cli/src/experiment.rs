@@ -152,11 +152,18 @@ pub struct WorkloadCfg {
 pub struct RunCfg {
     /// Simulated time excluded from the figures.
     pub warmup: Option<String>,
-    /// Zones the file system must clean (by any method) after `warmup` before the measured
+    /// Zones the file system must reclaim (clean by any method, or reopen for threaded
+    /// logging) after `warmup` before the measured
     /// phase starts: the steady state of a GC study rather than the first pass over
     /// free space.
     pub warmup_cleaned: Option<u64>,
-    /// Longest simulated warm-up while waiting for `warmup_cleaned` (default 10 min).
+    /// User data the workload must write after `warmup` before the measured phase starts
+    /// (a size: "4GiB"): rewriting the file system's data turns its zones over, which a
+    /// workload that overwrites files in place (OLTP) needs before its zones reach their
+    /// steady mix. Both gates must be passed when both are given.
+    pub warmup_written: Option<String>,
+    /// Longest simulated warm-up while waiting for `warmup_cleaned` and `warmup_written`
+    /// (default 10 min).
     pub warmup_limit: Option<String>,
     /// Simulated length of the measured phase ...
     pub duration: Option<String>,
@@ -282,6 +289,8 @@ pub struct Plan {
     pub policy: Box<dyn Policy>,
     pub workload: FsWorkload,
     pub warmup_cleaned: Option<u64>,
+    /// Bytes of user data to write after the warm-up ([`RunCfg::warmup_written`]).
+    pub warmup_written: Option<u64>,
     pub warmup_limit: Nanos,
     pub opts: FsOptions,
     pub cfg: RunConfig,
@@ -351,6 +360,10 @@ pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Pla
         None => Nanos::ZERO,
     };
     let warmup_cleaned = exp.run.warmup_cleaned;
+    let warmup_written = match &exp.run.warmup_written {
+        Some(s) => Some(parse_size(s).map_err(|e| anyhow!("run.warmup_written: {e}"))?),
+        None => None,
+    };
     let warmup_limit = match &exp.run.warmup_limit {
         Some(s) => parse_duration(s).map_err(|e| anyhow!("run.warmup_limit: {e}"))?,
         None => Nanos::from_secs(600),
@@ -391,6 +404,7 @@ pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Pla
         policy: policy_box,
         workload: w,
         warmup_cleaned,
+        warmup_written,
         warmup_limit,
         opts,
         cfg,

@@ -218,6 +218,7 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
         policy: policy_box,
         workload: w,
         warmup_cleaned,
+        warmup_written,
         warmup_limit,
         opts,
         cfg,
@@ -294,19 +295,41 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
                     ww.set(Some(Instant::now()));
                 })));
             }
-            if let Some(n) = warmup_cleaned.filter(|&n| n > 0) {
-                let (fs, first) = (fs.clone(), Rc::new(Cell::new(None::<u64>)));
+            let cleaned = warmup_cleaned.filter(|&n| n > 0);
+            let written = warmup_written.filter(|&n| n > 0);
+            if cleaned.is_some() || written.is_some() {
+                let (fs, first) = (fs.clone(), Rc::new(Cell::new(None::<(u64, u64)>)));
+                let what = match (cleaned, written) {
+                    (Some(n), Some(b)) => format!(
+                        "the file system to reclaim {n} zones and the workload to write {b} \
+                         bytes (run.warmup_cleaned, run.warmup_written)"
+                    ),
+                    (Some(n), None) => {
+                        format!("the file system to reclaim {n} zones (run.warmup_cleaned)")
+                    }
+                    (None, _) => format!(
+                        "the workload to write {} bytes (run.warmup_written)",
+                        written.unwrap_or(0)
+                    ),
+                };
                 cfg.warm_until = Some(WarmGate {
-                    // Counted from the end of `warmup` (the first check): zones cleaned while
-                    // the fileset was built do not make the run warm.
+                    // Counted from the end of `warmup` (the first check): what happened while
+                    // the fileset was built does not make the run warm. Zones are reclaimed
+                    // either way: cleaned, or reopened by threaded logging (znsplus), so every
+                    // policy warms up alike.
                     ready: Rc::new(move || {
-                        let cleaned = fs.stats().zones_cleaned;
-                        let base = first.get().unwrap_or(cleaned);
+                        let st = fs.stats();
+                        let now = (
+                            st.zones_cleaned + st.threaded.tl_opens,
+                            st.traffic.user_write,
+                        );
+                        let base = first.get().unwrap_or(now);
                         first.set(Some(base));
-                        cleaned >= base + n
+                        now.0 >= base.0 + cleaned.unwrap_or(0)
+                            && now.1 >= base.1 + written.unwrap_or(0)
                     }),
                     limit: warmup_limit,
-                    what: format!("the file system to clean {n} zones (run.warmup_cleaned)"),
+                    what,
                 });
             }
             // 100 ms samples of free zones and file-system write bandwidth.

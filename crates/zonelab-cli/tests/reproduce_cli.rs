@@ -198,8 +198,8 @@ fn only_runs_the_figures_asked_for() {
         items.iter().all(|i| i["observation"] == "Table 5"),
         "{items:?}"
     );
-    // One ZNS+ run per workload, and only Table 5's plot.
-    assert_eq!(table["experiments"], 5);
+    // Two ZNS+ runs per workload (with and without B_cold), and only Table 5's plot.
+    assert_eq!(table["experiments"], 10);
     let pngs: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

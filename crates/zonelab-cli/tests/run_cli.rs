@@ -142,6 +142,24 @@ fn bad_experiments_are_explained() {
     ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("takes no option"));
+    let o = zonelab(&[
+        "run",
+        exp.to_str().unwrap(),
+        "--set",
+        "run.warmup_written=\"lots\"",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("run.warmup_written"));
+    let o = zonelab(&[
+        "run",
+        exp.to_str().unwrap(),
+        "--set",
+        "fs.policy=znsplus",
+        "--set",
+        "fs.options.cold_benefit=some",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("use none"));
     let o = zonelab(&["run", "/nonexistent.toml"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read experiment"));
@@ -317,4 +335,26 @@ fn a_znsplus_run_reclaims_zones_by_threaded_logging() {
         plugged * 4096
     );
     std::fs::remove_file(&out).ok();
+}
+
+/// `run.warmup_written`: the measured window opens only once the workload has written that
+/// much user data after `warmup`.
+#[test]
+fn the_window_opens_after_the_data_asked_for_is_written() {
+    let exp = experiment();
+    let window = |extra: &[&str]| {
+        let out = temp(&format!("warm{}.json", extra.len()));
+        let mut args = vec!["run", exp.to_str().unwrap(), "-o", out.to_str().unwrap()];
+        args.extend(SMALL);
+        args.extend(extra);
+        let o = zonelab(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        std::fs::remove_file(&out).ok();
+        v["window"]["from_ns"].as_u64().unwrap()
+    };
+    let plain = window(&[]);
+    let warm = window(&["--set", "run.warmup_written=\"64MiB\""]);
+    // 8 threads of fileserver write well under 64 MiB per 0.1 s of simulated time.
+    assert!(warm > plain + 100_000_000, "{plain} -> {warm}");
 }

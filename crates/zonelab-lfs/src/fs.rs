@@ -2005,19 +2005,30 @@ impl Fs {
                 .map(|a| (a, st.segs.owner(a)))
                 .collect()
         };
+        // N_node + N_meta of HSR's C_SC (seed 000 §3.3.2), counted for alpha below: the owner
+        // nodes of the moved data blocks (each rewritten), the NAT blocks of the moved nodes
+        // and of those owners (their addresses change), the SIT blocks of the segments the
+        // owners' old copies leave, the SSA blocks of the destinations, and the victim's and
+        // destinations' SIT blocks.
         let modified_meta = {
             let st = self.inner.st.borrow();
+            let layout = &st.segs.layout;
             let mut owners = BTreeSet::new();
             let mut nat_blocks = BTreeSet::new();
+            let mut sit_blocks = BTreeSet::new();
             for &(a, sum) in &valid {
-                if st.nat.entries[sum.nid as usize].addr == a {
-                    nat_blocks.insert(sum.nid / NAT_PER_BLOCK as u32);
-                } else {
-                    owners.insert(sum.nid);
+                nat_blocks.insert(sum.nid / NAT_PER_BLOCK as u32);
+                let node_at = st.nat.entries[sum.nid as usize].addr;
+                if node_at != a
+                    && owners.insert(sum.nid)
+                    && let Some((oz, ooff)) = layout.locate(node_at)
+                {
+                    sit_blocks.insert(layout.seg_of(oz, ooff).0 as usize / layout.sit_per_block);
                 }
             }
             owners.len() as u64
                 + nat_blocks.len() as u64
+                + sit_blocks.len() as u64
                 + (valid.len() as u64).div_ceil(SSA_PER_BLOCK as u64)
                 + 2
         };

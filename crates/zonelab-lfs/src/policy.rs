@@ -103,9 +103,12 @@ pub struct ThreadedLogging {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ColdBenefit {
     /// None, as the published ZNS+ F2FS (github.com/eslab-skku/ZNSplus, `get_new_ssr_segment`)
-    /// weighs the two: the implementation the paper's evaluation ran.
+    /// weighs the two. Where a workload's writes are largely short-lived among long-lived data
+    /// (OLTP), threaded logging then keeps reopening zones that are mostly long-lived data and
+    /// plugs it again and again.
     None,
-    /// `f_plugging(beta x N_cold)` with beta profiled at run time, as §3.3.2 describes it.
+    /// `f_plugging(beta x N_cold)` with beta profiled at run time ([`Hsr`]), as §3.3.2
+    /// describes it (the default).
     Profiled,
 }
 
@@ -120,10 +123,19 @@ pub enum VictimKind {
 
 /// Hybrid segment recycling's cost model (seed 000 §3.3.2): the reclaiming costs of threaded
 /// logging and of segment compaction, in nanoseconds of device work. alpha (node and metadata
-/// blocks a compaction writes per block moved, per kind of victim) and beta (the share of a
-/// zone's cold blocks still valid when it is reopened again) are profiled at run time; until
-/// the first observation, alpha is the paper's observed average (0.2) for data victims and 0
-/// for node victims (no node update), and beta one half.
+/// blocks a compaction writes per block moved, per kind of victim) and beta are profiled at
+/// run time; until the first observation, alpha is the paper's observed average (0.2) for data
+/// victims and 0 for node victims (no node update), and beta 0 (no benefit predicted).
+///
+/// beta: the paper leaves its profiling open ("its appropriate value can be profiled at run
+/// time"). Moving a cold block out saves its plugging at the zone's next TL_open only if it
+/// would still be valid then, and the slot it frees takes a newly written block that is
+/// plugged in its place if that survives; so beta is how much more often a zone's cold
+/// blocks (valid at its last two TL_opens) are still valid at the next one than the blocks
+/// the log wrote into its holes since the open before, and 0 when they are no colder. A
+/// workload whose blocks die at random (fileserver) then predicts no benefit; one whose
+/// writes are largely short-lived among long-lived data (OLTP: doublewrite and redo among
+/// table pages) does.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hsr {
     /// In-device copy of one block (f_copy per block): a copyback of its chunk, per block.
@@ -134,7 +146,9 @@ pub struct Hsr {
     pub cold_benefit: ColdBenefit,
     /// Per [`VictimKind`]: (node and metadata blocks written, blocks moved).
     alpha_sum: [(u64, u64); 2],
-    beta_sum: (u64, u64),
+    /// (still valid, of how many) at the next TL_open: of cold blocks, and of the blocks the
+    /// log wrote since the previous one.
+    beta_sum: [(u64, u64); 2],
 }
 
 impl Hsr {
@@ -145,7 +159,7 @@ impl Hsr {
             plugging_share,
             cold_benefit,
             alpha_sum: [(0, 0); 2],
-            beta_sum: (0, 0),
+            beta_sum: [(0, 0); 2],
         }
     }
 
@@ -159,8 +173,8 @@ impl Hsr {
 
     pub fn beta(&self) -> f64 {
         match self.beta_sum {
-            (_, 0) => 0.5,
-            (still, was) => still as f64 / was as f64,
+            [(_, 0), _] | [_, (_, 0)] => 0.0,
+            [(cs, cw), (os, ow)] => (cs as f64 / cw as f64 - os as f64 / ow as f64).max(0.0),
         }
     }
 
@@ -172,10 +186,14 @@ impl Hsr {
         a.1 += moved;
     }
 
-    /// Of `was` cold blocks of a zone at its previous TL_open, `still` are valid at this one.
-    pub fn observe_beta(&mut self, still: u64, was: u64) {
-        self.beta_sum.0 += still;
-        self.beta_sum.1 += was;
+    /// At a zone's TL_open: of the `cold` = (still, was) blocks that were cold at its
+    /// previous TL_open, `still` are valid now; of the `other` = (still, was) blocks the log
+    /// wrote since, too.
+    pub fn observe_beta(&mut self, cold: (u64, u64), other: (u64, u64)) {
+        for (sum, (still, was)) in self.beta_sum.iter_mut().zip([cold, other]) {
+            sum.0 += still;
+            sum.1 += was;
+        }
     }
 
     /// C_TL = f_plugging(N_pre-inv + N_valid), with `keep` = N_pre-inv + N_valid.
@@ -283,7 +301,7 @@ pub fn build(
     let mut threaded = ThreadedLogging {
         checkpoint_pre_invalid_bytes: 128 << 20,
         plugging_share: 0.9,
-        cold_benefit: ColdBenefit::None,
+        cold_benefit: ColdBenefit::Profiled,
     };
     let takes_copy_options = matches!(name, "izc" | "znsplus");
     for (k, v) in options {
@@ -413,7 +431,8 @@ mod tests {
         assert!(h.threaded_logging_cost(100) < h.compaction_cost(Node, 80, 0));
         // Cold blocks that stay valid make compaction's migration worth more, unless B_cold
         // is left out.
-        h.observe_beta(9, 10);
+        h.observe_beta((9, 10), (5, 10));
+        assert!((h.beta() - 0.4).abs() < 1e-9);
         assert!(h.compaction_cost(Data, 80, 50) < h.compaction_cost(Data, 80, 0));
         h.cold_benefit = ColdBenefit::None;
         assert_eq!(

@@ -524,13 +524,19 @@ impl Segments {
             .collect();
         let cold: Vec<bool> = match th.last_open.get(&z) {
             Some((prev_valid, prev_cold)) => {
-                let was = prev_cold.iter().filter(|&&c| c).count() as u64;
-                let still = prev_cold
-                    .iter()
-                    .zip(&valid)
-                    .filter(|&(&c, &v)| c && v)
-                    .count() as u64;
-                th.hsr.observe_beta(still, was);
+                // (still valid, of how many): the blocks cold at the previous TL_open, and
+                // those the log wrote since (invalid then).
+                let mut seen = [(0u64, 0u64); 2];
+                for ((&p, &c), &v) in prev_valid.iter().zip(prev_cold).zip(&valid) {
+                    let group = match (p, c) {
+                        (true, true) => 0,
+                        (false, _) => 1,
+                        (true, false) => continue,
+                    };
+                    seen[group].0 += u64::from(v);
+                    seen[group].1 += 1;
+                }
+                th.hsr.observe_beta(seen[0], seen[1]);
                 prev_valid
                     .iter()
                     .zip(&valid)
