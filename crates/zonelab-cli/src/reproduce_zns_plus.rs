@@ -1393,6 +1393,7 @@ fn plots(dir: &Path, figs: &serde_json::Map<String, Value>) -> Result<()> {
                 series: vec![
                     ("paper TL".into(), col("paper_tl_pct")),
                     ("ZoneLab TL".into(), col("tl_pct")),
+                    ("ZoneLab TL w/o B_cold".into(), col("tl_pct_without_b_cold")),
                     ("paper BP".into(), col("paper_bp_pct")),
                     ("ZoneLab BP".into(), col("bp_pct")),
                 ],

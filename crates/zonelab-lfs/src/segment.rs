@@ -638,19 +638,19 @@ mod tests {
         }
         s.checkpoint_begins();
         s.checkpoint_durable();
-        let second = s.logs[t as usize].expect("a zone").zone;
-        while s.logs[t as usize].expect("a zone").zone == second {
-            take(&mut s);
-        }
-        assert_ne!(s.logs[t as usize].expect("a zone").zone, first);
+        // The zone the log moves to once it has filled its current one.
+        let next_zone = |s: &mut Segments| {
+            let current = s.logs[t as usize].expect("a zone").zone;
+            while s.logs[t as usize].expect("a zone").zone == current {
+                take(s);
+            }
+            s.logs[t as usize].expect("a zone").zone
+        };
+        assert_ne!(next_zone(&mut s), first);
         assert_eq!(s.threaded.as_ref().expect("on").stats.tl_opens, 0);
         // Once the writes are issued, `first` is the cheapest zone to reopen.
         s.writes_issued();
-        let third = s.logs[t as usize].expect("a zone").zone;
-        while s.logs[t as usize].expect("a zone").zone == third {
-            take(&mut s);
-        }
-        assert_eq!(s.logs[t as usize].expect("a zone").zone, first);
+        assert_eq!(next_zone(&mut s), first);
         assert_eq!(s.threaded.as_ref().expect("on").stats.tl_opens, 1);
     }
 
