@@ -297,21 +297,16 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
             }
             let cleaned = warmup_cleaned.filter(|&n| n > 0);
             let written = warmup_written.filter(|&n| n > 0);
-            if cleaned.is_some() || written.is_some() {
+            let asked: Vec<String> = [
+                cleaned
+                    .map(|n| format!("the file system to reclaim {n} zones (run.warmup_cleaned)")),
+                written.map(|b| format!("the workload to write {b} bytes (run.warmup_written)")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if !asked.is_empty() {
                 let (fs, first) = (fs.clone(), Rc::new(Cell::new(None::<(u64, u64)>)));
-                let what = match (cleaned, written) {
-                    (Some(n), Some(b)) => format!(
-                        "the file system to reclaim {n} zones and the workload to write {b} \
-                         bytes (run.warmup_cleaned, run.warmup_written)"
-                    ),
-                    (Some(n), None) => {
-                        format!("the file system to reclaim {n} zones (run.warmup_cleaned)")
-                    }
-                    (None, _) => format!(
-                        "the workload to write {} bytes (run.warmup_written)",
-                        written.unwrap_or(0)
-                    ),
-                };
                 cfg.warm_until = Some(WarmGate {
                     // Counted from the end of `warmup` (the first check): what happened while
                     // the fileset was built does not make the run warm. Zones are reclaimed
@@ -329,7 +324,7 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
                             && now.1 >= base.1 + written.unwrap_or(0)
                     }),
                     limit: warmup_limit,
-                    what,
+                    what: asked.join(" and "),
                 });
             }
             // 100 ms samples of free zones and file-system write bandwidth.

@@ -102,67 +102,56 @@ fn a_small_fileserver_run_is_verified_clean_and_deterministic() {
 #[test]
 fn bad_experiments_are_explained() {
     let exp = experiment();
+    let exp = exp.to_str().unwrap();
     let out = temp("bad.json");
-    let o = zonelab(&[
-        "run",
-        exp.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--set",
-        "fs.policy=nonsense",
-    ]);
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown policy"));
-    let o = zonelab(&["run", exp.to_str().unwrap(), "--set", "workload.kind=nope"]);
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("workload kind"));
-    let o = zonelab(&[
-        "run",
-        exp.to_str().unwrap(),
-        "--set",
-        "workload.params.nfiles=100",
-    ]);
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("sizes the fileset twice"));
-    let o = zonelab(&[
-        "run",
-        exp.to_str().unwrap(),
-        "--set",
-        "fs.policy=izc",
-        "--set",
-        "fs.options.cached_pages=maybe",
-    ]);
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("use host (IZC-H) or device (IZC-D)"));
-    let o = zonelab(&[
-        "run",
-        exp.to_str().unwrap(),
-        "--set",
-        "fs.options.allocation=cab",
-    ]);
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("takes no option"));
-    let o = zonelab(&[
-        "run",
-        exp.to_str().unwrap(),
-        "--set",
-        "run.warmup_written=\"lots\"",
-    ]);
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("run.warmup_written"));
-    let o = zonelab(&[
-        "run",
-        exp.to_str().unwrap(),
-        "--set",
-        "fs.policy=znsplus",
-        "--set",
-        "fs.options.cold_benefit=some",
-    ]);
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("use none"));
-    let o = zonelab(&["run", "/nonexistent.toml"]);
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read experiment"));
+    let out = out.to_str().unwrap();
+    // The arguments after `run`, and what the error must say.
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &[exp, "-o", out, "--set", "fs.policy=nonsense"],
+            "unknown policy",
+        ),
+        (&[exp, "--set", "workload.kind=nope"], "workload kind"),
+        (
+            &[exp, "--set", "workload.params.nfiles=100"],
+            "sizes the fileset twice",
+        ),
+        (
+            &[
+                exp,
+                "--set",
+                "fs.policy=izc",
+                "--set",
+                "fs.options.cached_pages=maybe",
+            ],
+            "use host (IZC-H) or device (IZC-D)",
+        ),
+        (
+            &[exp, "--set", "fs.options.allocation=cab"],
+            "takes no option",
+        ),
+        (
+            &[exp, "--set", "run.warmup_written=\"lots\""],
+            "run.warmup_written",
+        ),
+        (
+            &[
+                exp,
+                "--set",
+                "fs.policy=znsplus",
+                "--set",
+                "fs.options.cold_benefit=some",
+            ],
+            "use none",
+        ),
+        (&["/nonexistent.toml"], "cannot read experiment"),
+    ];
+    for (args, says) in cases {
+        let o = zonelab(&[&["run"], args].concat());
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }
 
 #[test]

@@ -2192,12 +2192,9 @@ impl Fs {
         drop(_all);
         let t_cp = self.inner.sim.now();
         let mut st = self.inner.st.borrow_mut();
-        // HSR's alpha (seed 000 §3.3.2): node and metadata blocks the move modifies per block
-        // moved: the owner nodes of the moved data blocks, the NAT blocks of the moved nodes,
-        // the SSA blocks of the destinations and the victim's and destinations' SIT blocks.
-        // (The checkpoint's own writes also carry nodes other calls dirtied, so they are not
-        // counted.)
-        // Node victims are profiled apart: their moves update no node (VictimKind).
+        // HSR's alpha (seed 000 §3.3.2): `modified_meta` per block moved. (The checkpoint's
+        // own writes also carry nodes other calls dirtied, so they are not counted.) Node
+        // victims are profiled apart: their moves update no node (VictimKind).
         let kind = st.segs.victim_kind(z);
         if let Some(th) = &mut st.segs.threaded {
             th.hsr

@@ -196,9 +196,14 @@ impl Hsr {
         }
     }
 
+    /// f_plugging(N): in-storage plugging of `blocks` blocks, a share of their on-demand copy.
+    fn plugging_cost(&self, blocks: f64) -> f64 {
+        self.plugging_share * self.copy_ns * blocks
+    }
+
     /// C_TL = f_plugging(N_pre-inv + N_valid), with `keep` = N_pre-inv + N_valid.
     pub fn threaded_logging_cost(&self, keep: u64) -> f64 {
-        self.plugging_share * self.copy_ns * keep as f64
+        self.plugging_cost(keep as f64)
     }
 
     /// C_SC = f_copy(N_valid) + f_write(alpha N_valid) - B_cold, for a victim of kind
@@ -207,7 +212,7 @@ impl Hsr {
     pub fn compaction_cost(&self, kind: VictimKind, valid: u64, cold: u64) -> f64 {
         let b_cold = match self.cold_benefit {
             ColdBenefit::None => 0.0,
-            ColdBenefit::Profiled => self.plugging_share * self.copy_ns * self.beta() * cold as f64,
+            ColdBenefit::Profiled => self.plugging_cost(self.beta() * cold as f64),
         };
         self.copy_ns * valid as f64 + self.write_ns * self.alpha(kind) * valid as f64 - b_cold
     }
