@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
-use zonelab_sim::sync::{OneshotSender, oneshot};
+use zonelab_sim::sync::{OneshotReceiver, OneshotSender, oneshot};
 use zonelab_sim::{Nanos, Sim};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -238,6 +238,28 @@ pub struct IoDone {
 }
 
 impl IoDone {
+    /// The completion of a command split into pieces, before any piece is folded in.
+    fn split(issued: Nanos) -> IoDone {
+        IoDone {
+            status: Ok(None),
+            issued,
+            submitted: Nanos::MAX,
+            completed: issued,
+            data: None,
+        }
+    }
+
+    /// Folds in the completion of the next piece of a split command (in LBA order): its status
+    /// is the first piece's, or the first error; it reached the device with its first piece
+    /// and completes with its last.
+    fn merge_piece(&mut self, piece: IoDone) {
+        let first = self.submitted == Nanos::MAX;
+        if first || (self.status.is_ok() && piece.status.is_err()) {
+            self.status = piece.status;
+        }
+        self.submitted = self.submitted.min(piece.submitted);
+        self.completed = self.completed.max(piece.completed);
+    }
     /// Submission latency (fio's slat).
     pub fn slat(&self) -> Nanos {
         self.submitted - self.issued
@@ -293,6 +315,9 @@ pub struct HostStack<D: StackDevice = Namespace> {
     complete_cost: Nanos,
     dispatch_cost: Nanos,
     max_merge_lbas: u64,
+    /// Largest write the device takes in one command; larger ones are split (as the block
+    /// layer splits a bio at the queue's max_hw_sectors).
+    max_transfer_lbas: u64,
     zone_size: u64,
     lba_size: u64,
     zones: RefCell<BTreeMap<u32, ZoneQueue>>,
@@ -329,10 +354,8 @@ impl<D: StackDevice + 'static> HostStack<D> {
             IoScheduler::None => Nanos::ZERO,
             IoScheduler::MqDeadline => h.mq_deadline_dispatch.0,
         };
-        let max_merge_lbas = {
-            let limit = device.borrow().buffer_limit();
-            (h.mq_deadline_max_merge.0 / lba_size).clamp(1, limit)
-        };
+        let max_transfer_lbas = device.borrow().buffer_limit();
+        let max_merge_lbas = (h.mq_deadline_max_merge.0 / lba_size).clamp(1, max_transfer_lbas);
         Ok(Rc::new(HostStack {
             sim,
             device,
@@ -343,6 +366,7 @@ impl<D: StackDevice + 'static> HostStack<D> {
             complete_cost,
             dispatch_cost,
             max_merge_lbas,
+            max_transfer_lbas,
             zone_size,
             lba_size,
             zones: RefCell::new(BTreeMap::new()),
@@ -406,6 +430,10 @@ impl<D: StackDevice + 'static> HostStack<D> {
         match &cmd {
             IoCmd::ZoneMgmt { .. } => return Err(cmd),
             IoCmd::Write { .. } if self.zone_locking => return Err(cmd),
+            IoCmd::Write { data, .. } if data.blocks(self.lba_size) > self.max_transfer_lbas => {
+                return Err(cmd);
+            }
+            IoCmd::Read { nlb, .. } if *nlb > self.max_transfer_lbas => return Err(cmd),
             IoCmd::ZoneCompaction { dst, .. } if self.zone_locking && !dst.is_empty() => {
                 return Err(cmd);
             }
@@ -471,6 +499,16 @@ impl<D: StackDevice + 'static> HostStack<D> {
     async fn submit_waiting(self: &Rc<Self>, cmd: IoCmd) -> IoDone {
         let issued = self.sim.now();
         let cmd = match cmd {
+            IoCmd::Write { slba, data } if data.blocks(self.lba_size) > self.max_transfer_lbas => {
+                return self.submit_split_write(issued, slba, data).await;
+            }
+            IoCmd::Read {
+                slba,
+                nlb,
+                want_data,
+            } if nlb > self.max_transfer_lbas => {
+                return self.submit_split_read(issued, slba, nlb, want_data).await;
+            }
             IoCmd::Write { slba, data } if self.zone_locking => {
                 return self
                     .write_through_scheduler(issued, slba, QueuedOp::Write(data))
@@ -524,12 +562,97 @@ impl<D: StackDevice + 'static> HostStack<D> {
         }
     }
 
+    /// A write larger than the device takes in one command (MDTS): its pieces are issued at
+    /// once, in LBA order, and it completes when the last does (the first error is its status).
+    async fn submit_split_write(
+        self: &Rc<Self>,
+        issued: Nanos,
+        slba: Lba,
+        data: OwnedData,
+    ) -> IoDone {
+        let mut done = IoDone::split(issued);
+        let mut queued = Vec::new();
+        let mut off = 0;
+        for piece in data.split(self.lba_size, self.max_transfer_lbas) {
+            let at = slba + off;
+            off += piece.blocks(self.lba_size);
+            // Every piece is issued (or queued behind its zone's lock) before any is awaited,
+            // so they reach the device in LBA order and ahead of later writes.
+            if self.zone_locking {
+                queued.push(self.enqueue(issued, at, QueuedOp::Write(piece)));
+            } else {
+                let cmd = IoCmd::Write {
+                    slba: at,
+                    data: piece,
+                };
+                let Ok(d) = self.dispatch(cmd) else {
+                    unreachable!("a piece fits one command and no zone lock holds it")
+                };
+                done.merge_piece(d);
+            }
+        }
+        for rx in queued {
+            done.merge_piece(rx.await.expect("the zone dispatcher always replies"));
+        }
+        self.sim.sleep_until(done.completed).await;
+        done
+    }
+
+    /// A read larger than the device takes in one command (MDTS): its pieces are issued at
+    /// once and their data joined in order.
+    async fn submit_split_read(
+        self: &Rc<Self>,
+        issued: Nanos,
+        slba: Lba,
+        nlb: u64,
+        want_data: bool,
+    ) -> IoDone {
+        let mut done = IoDone::split(issued);
+        let mut data = ReadData::default();
+        let mut every_piece_has_bytes = true;
+        let mut off = 0;
+        while off < nlb {
+            let n = (nlb - off).min(self.max_transfer_lbas);
+            let cmd = IoCmd::Read {
+                slba: slba + off,
+                nlb: n,
+                want_data,
+            };
+            let Ok(mut d) = self.dispatch(cmd) else {
+                unreachable!("a piece fits one command")
+            };
+            if let Some(piece) = d.data.take() {
+                every_piece_has_bytes &= piece.bytes.len() as u64 == n * self.lba_size;
+                data.bytes.extend_from_slice(&piece.bytes);
+                data.fingerprints.extend_from_slice(&piece.fingerprints);
+            }
+            done.merge_piece(d);
+            off += n;
+        }
+        if want_data {
+            // Bytes come back only when every block has them (see `Payload::read`).
+            if !every_piece_has_bytes {
+                data.bytes.clear();
+            }
+            done.data = Some(Box::new(data));
+        }
+        self.sim.sleep_until(done.completed).await;
+        done
+    }
+
     async fn write_through_scheduler(
         self: &Rc<Self>,
         issued: Nanos,
         slba: Lba,
         op: QueuedOp,
     ) -> IoDone {
+        let rx = self.enqueue(issued, slba, op);
+        rx.await.expect("the zone dispatcher always replies")
+    }
+
+    /// Queues a zone-locked write or compaction behind the others of its zone (now, in the
+    /// order of the calls) and returns where its completion will arrive.
+    fn enqueue(self: &Rc<Self>, issued: Nanos, slba: Lba, op: QueuedOp) -> OneshotReceiver<IoDone> {
         let zone = (slba.0 / self.zone_size) as u32;
         let (tx, rx) = oneshot();
         let start = {
@@ -553,7 +676,7 @@ impl<D: StackDevice + 'static> HostStack<D> {
             self.sim
                 .spawn(async move { me.drain_zone(ZoneId(zone)).await });
         }
-        rx.await.expect("the zone dispatcher always replies")
+        rx
     }
 
     /// Dispatches a zone's queued writes one (merged) request at a time until none is left.
@@ -638,6 +761,76 @@ impl<D: StackDevice + 'static> HostStack<D> {
                     data: None,
                 });
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payload::PayloadMode;
+
+    /// A 64-LBA-zone device whose 256 KiB buffer takes at most 16 LBAs per command.
+    fn stack(scheduler: IoScheduler) -> (Sim, Rc<HostStack>) {
+        let sets: Vec<String> = [
+            "channels=2",
+            "chips_per_channel=2",
+            "pages_per_block=4",
+            "blocks_per_plane=10",
+            "zone_dies=4",
+            "zones=8",
+            "zone_size=256KiB",
+            "max_open=3",
+            "max_active=4",
+            "write_buffer=256KiB",
+        ]
+        .map(String::from)
+        .to_vec();
+        let p = Profile::load("znsplus-mlc", &Profile::parse_overrides(&sets).unwrap()).unwrap();
+        let dev = Namespace::from(ZonedDevice::new(p, PayloadMode::Full).unwrap()).shared();
+        let sim = Sim::new();
+        let stack = HostStack::new(sim.clone(), dev, IoEngine::IoUring, scheduler).unwrap();
+        (sim, stack)
+    }
+
+    #[test]
+    fn commands_larger_than_the_device_takes_are_split() {
+        for scheduler in [IoScheduler::None, IoScheduler::MqDeadline] {
+            let (sim, st) = stack(scheduler);
+            assert_eq!(st.device().borrow().buffer_limit(), 16);
+            let bytes: Vec<u8> = (0..40 * 4096).map(|i| (i / 4096) as u8).collect();
+            let s = st.clone();
+            let data = bytes.clone();
+            let (w, next, r) = sim
+                .block_on(async move {
+                    let w = s.submit(IoCmd::Write {
+                        slba: Lba(0),
+                        data: OwnedData::Bytes(data),
+                    });
+                    // A write issued right after lands behind all the pieces.
+                    let next = s.submit(IoCmd::Write {
+                        slba: Lba(40),
+                        data: OwnedData::Bytes(vec![7; 4096]),
+                    });
+                    let (w, next) = (w.await, next.await);
+                    let r = s
+                        .submit(IoCmd::Read {
+                            slba: Lba(0),
+                            nlb: 41,
+                            want_data: true,
+                        })
+                        .await;
+                    (w, next, r)
+                })
+                .unwrap();
+            assert_eq!(w.status, Ok(Some(Lba(0))), "{scheduler:?}");
+            assert!(next.status.is_ok(), "{scheduler:?}");
+            assert!(w.completed >= w.submitted && w.submitted > w.issued);
+            let got = r.data.expect("read data").bytes;
+            assert_eq!(&got[..40 * 4096], &bytes[..], "{scheduler:?}");
+            assert_eq!(&got[40 * 4096..], &[7; 4096][..]);
+            // 3 write pieces, 1 write, 3 read pieces.
+            assert_eq!(st.counters().dispatched, 7, "{scheduler:?}");
         }
     }
 }

@@ -93,6 +93,24 @@ impl OwnedData {
     pub fn blocks(&self, lba_size: u64) -> u64 {
         self.as_ref().blocks(lba_size)
     }
+    /// This data cut into pieces of at most `max_blocks` blocks each, in order.
+    pub fn split(self, lba_size: u64, max_blocks: u64) -> Vec<OwnedData> {
+        assert!(max_blocks > 0, "pieces of no blocks");
+        if self.blocks(lba_size) <= max_blocks {
+            return vec![self];
+        }
+        match self {
+            OwnedData::Bytes(b) => b
+                .chunks((max_blocks * lba_size) as usize)
+                .map(|c| OwnedData::Bytes(c.to_vec()))
+                .collect(),
+            OwnedData::Fingerprints(f) => f
+                .chunks(max_blocks as usize)
+                .map(|c| OwnedData::Fingerprints(c.to_vec()))
+                .collect(),
+            OwnedData::Fingerprint(_) => unreachable!("one block fits any piece"),
+        }
+    }
     /// One fingerprint per block.
     pub fn fingerprints(&self, lba_size: u64) -> Vec<u64> {
         match self.as_ref() {

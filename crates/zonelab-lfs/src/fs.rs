@@ -58,6 +58,59 @@ impl Default for HostModel {
     }
 }
 
+/// Who holds the data of a valid block of a compaction victim (IZC, seed 000 §3.2.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Holder {
+    /// Only the device: it copies the block.
+    Device,
+    /// The host's cache, unchanged since the block was written.
+    HostClean,
+    /// The host's cache, changed since: the host must write it.
+    HostDirty,
+}
+
+impl Holder {
+    fn host(dirty: bool) -> Holder {
+        if dirty {
+            Holder::HostDirty
+        } else {
+            Holder::HostClean
+        }
+    }
+}
+
+/// IZC's cached-page choice (seed 000 §3.2.1 "Cached Page Handling", §4.1 Table 4): for each
+/// valid block of a victim, as (chunk, holder), whether the host writes it. Dirty blocks
+/// always; under IZC-H also the clean cached blocks of a fully cached chunk (every valid
+/// block of it in the host), whose flash reads the host write saves; a chunk with a block
+/// only the device has is copied by the device, copyback whole when it can.
+fn written_by_host(
+    cached: CachedPages,
+    blocks: impl Iterator<Item = (u64, Holder)> + Clone,
+) -> Vec<bool> {
+    let device_chunks: BTreeSet<u64> = blocks
+        .clone()
+        .filter(|&(_, h)| h == Holder::Device)
+        .map(|(chunk, _)| chunk)
+        .collect();
+    blocks
+        .map(|(chunk, h)| match h {
+            Holder::Device => false,
+            Holder::HostDirty => true,
+            Holder::HostClean => cached == CachedPages::Host && !device_chunks.contains(&chunk),
+        })
+        .collect()
+}
+
+/// A valid block of a compaction victim whose data the host holds (IZC, seed 000 §3.2.1).
+#[derive(Clone, Copy)]
+enum HeldBlock {
+    /// A node block cached in the host.
+    Node(Nid),
+    /// A file page cached in the host.
+    Data { ino: Ino, idx: u64 },
+}
+
 /// Mount options.
 #[derive(Clone, Debug)]
 pub struct FsOptions {
@@ -2038,9 +2091,12 @@ impl Fs {
         };
         // Owners: node blocks are rewritten by dirtying them; data blocks are read into the
         // page cache and written to the cold data log. With IZC only the blocks the host
-        // writes are handled here (seed 000 §3.2.1 "Cached Page Handling": dirty cached pages,
-        // and clean ones under IZC-H); the device copies the rest below.
+        // writes are handled here (seed 000 §3.2.1 "Cached Page Handling" and §4.1): dirty
+        // cached pages always, and under IZC-H the clean cached ones of a chunk whose every
+        // valid block is cached (a fully cached chunk); the device copies the rest below.
         let mut data: BTreeMap<Ino, Vec<(u64, BlkAddr)>> = BTreeMap::new();
+        // IZC: the valid blocks the host holds.
+        let mut held: BTreeMap<BlkAddr, (HeldBlock, Holder)> = BTreeMap::new();
         for &(a, sum) in &valid {
             let e = {
                 let st = self.inner.st.borrow();
@@ -2056,12 +2112,11 @@ impl Fs {
                     sum.nid
                 )));
             }
-            if let Some(c) = in_storage
-                && e.addr == a
-            {
-                let mut st = self.inner.st.borrow_mut();
-                if c.cached == CachedPages::Host && st.cache.node(sum.nid).is_some() {
-                    st.cache.dirty_node(sum.nid);
+            if in_storage.is_some() && e.addr == a {
+                let st = self.inner.st.borrow();
+                if st.cache.node(sum.nid).is_some() {
+                    let holder = Holder::host(st.cache.is_dirty_node(sum.nid));
+                    held.insert(a, (HeldBlock::Node(sum.nid), holder));
                 }
                 continue;
             }
@@ -2088,15 +2143,34 @@ impl Fs {
                 )));
             }
             let idx = n.footer.base + sum.ofs as u64;
-            let by_host = match in_storage {
-                None => true,
-                Some(c) => {
-                    st.cache.is_dirty(e.ino as Ino, idx)
-                        || (c.cached == CachedPages::Host && st.cache.has_page(e.ino as Ino, idx))
-                }
+            let ino = e.ino as Ino;
+            if in_storage.is_none() {
+                data.entry(ino).or_default().push((idx, a));
+            } else if st.cache.has_page(ino, idx) {
+                let holder = Holder::host(st.cache.is_dirty(ino, idx));
+                held.insert(a, (HeldBlock::Data { ino, idx }, holder));
+            }
+        }
+        if let Some(c) = in_storage {
+            let blocks: Vec<(BlkAddr, u64, Holder)> = {
+                let st = self.inner.st.borrow();
+                valid
+                    .iter()
+                    .filter(|&&(a, _)| st.segs.is_valid(a))
+                    .map(|&(a, _)| {
+                        let holder = held.get(&a).map_or(Holder::Device, |&(_, h)| h);
+                        (a, self.inner.dev.chip_of(a as u64).1, holder)
+                    })
+                    .collect()
             };
-            if by_host {
-                data.entry(e.ino as Ino).or_default().push((idx, a));
+            let chosen = written_by_host(c.cached, blocks.iter().map(|&(_, ch, h)| (ch, h)));
+            let mut st = self.inner.st.borrow_mut();
+            for (&(a, _, _), _) in blocks.iter().zip(chosen).filter(|&(_, host)| host) {
+                match held[&a].0 {
+                    // A dirty node stays dirty: the next checkpoint writes it.
+                    HeldBlock::Node(nid) => st.cache.dirty_node(nid),
+                    HeldBlock::Data { ino, idx } => data.entry(ino).or_default().push((idx, a)),
+                }
             }
         }
         let t_init = self.inner.sim.now();
@@ -3134,5 +3208,36 @@ impl Fs {
         self.with_inode(ino, |x| x.size = size);
         self.inner.st.borrow_mut().cache.dirty_node(ino as Nid);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seed 000 §4.1: IZC-H writes fully cached chunks from the host; IZC-D copies every chunk
+    /// in the device; dirty blocks are the host's either way.
+    #[test]
+    fn the_host_writes_only_fully_cached_chunks() {
+        use Holder::*;
+        // Chunk 0 all cached, chunk 1 half cached, chunk 2 one dirty among device blocks,
+        // chunk 3 cached and dirty.
+        let blocks = [
+            (0, HostClean),
+            (0, HostClean),
+            (1, HostClean),
+            (1, Device),
+            (2, Device),
+            (2, HostDirty),
+            (3, HostClean),
+            (3, HostDirty),
+        ];
+        let host = written_by_host(CachedPages::Host, blocks.iter().copied());
+        assert_eq!(host, [true, true, false, false, false, true, true, true]);
+        let device = written_by_host(CachedPages::Device, blocks.iter().copied());
+        assert_eq!(
+            device,
+            [false, false, false, false, false, true, false, true]
+        );
     }
 }
