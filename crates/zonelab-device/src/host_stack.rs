@@ -768,26 +768,10 @@ impl<D: StackDevice + 'static> HostStack<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::payload::PayloadMode;
 
-    /// A 64-LBA-zone device whose 256 KiB buffer takes at most 16 LBAs per command.
+    /// [`crate::zns::tests::small`]: 64-LBA zones, at most 16 LBAs per command.
     fn stack(scheduler: IoScheduler) -> (Sim, Rc<HostStack>) {
-        let sets: Vec<String> = [
-            "channels=2",
-            "chips_per_channel=2",
-            "pages_per_block=4",
-            "blocks_per_plane=10",
-            "zone_dies=4",
-            "zones=8",
-            "zone_size=256KiB",
-            "max_open=3",
-            "max_active=4",
-            "write_buffer=256KiB",
-        ]
-        .map(String::from)
-        .to_vec();
-        let p = Profile::load("znsplus-mlc", &Profile::parse_overrides(&sets).unwrap()).unwrap();
-        let dev = Namespace::from(ZonedDevice::new(p, PayloadMode::Full).unwrap()).shared();
+        let dev = Namespace::from(crate::zns::tests::small(&[])).shared();
         let sim = Sim::new();
         let stack = HostStack::new(sim.clone(), dev, IoEngine::IoUring, scheduler).unwrap();
         (sim, stack)

@@ -1331,7 +1331,7 @@ pub(crate) fn forget_programs_from(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::payload::OwnedData;
     use proptest::prelude::*;
@@ -1339,7 +1339,9 @@ mod tests {
     use std::collections::{BTreeMap, HashMap};
 
     /// A small ZNS+-like device: 8 zones of 16 chunks (4 dies x 4 pages), 4 LBAs per chunk.
-    fn small(sets: &[&str]) -> ZonedDevice {
+    /// A small znsplus-mlc device: 8 zones of 64 LBAs over 4 dies, a 256 KiB buffer (16 LBAs
+    /// per command), with `sets` overriding the profile.
+    pub(crate) fn small(sets: &[&str]) -> ZonedDevice {
         let items: Vec<String> = [
             "channels=2",
             "chips_per_channel=2",

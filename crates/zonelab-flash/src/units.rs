@@ -37,7 +37,10 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         _ => return Err(bad()),
     };
     let v = num * mult;
-    if v > u64::MAX as f64 || v.fract() != 0.0 {
+    if v >= u64::MAX as f64 {
+        return Err(format!("'{s}' is too large (at most 16 EiB)"));
+    }
+    if v.fract() != 0.0 {
         return Err(format!("'{s}' is not a whole number of bytes"));
     }
     Ok(v as u64)
@@ -162,6 +165,8 @@ mod tests {
         assert!(parse_size("").is_err());
         assert!(parse_size("-1").is_err());
         assert!(parse_size("1.5").is_err());
+        assert!(parse_size("20000000TiB").unwrap_err().contains("too large"));
+        assert!(parse_size("1.5").unwrap_err().contains("whole number"));
     }
 
     #[test]

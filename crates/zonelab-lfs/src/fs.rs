@@ -583,6 +583,7 @@ impl Fs {
             segs.threaded = Some(Threaded::new(
                 crate::policy::Hsr::new(copy_ns, write_ns, tl.plugging_share, tl.cold_benefit),
                 2 * reserved,
+                reserved,
                 zones as usize,
             ));
         }

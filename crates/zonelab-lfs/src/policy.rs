@@ -28,7 +28,9 @@ pub struct InStorage {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CachedPages {
-    /// IZC-H: the host writes it (no flash read, but a transfer and a write request).
+    /// IZC-H: the host writes it when every valid block of its chunk is cached (a fully
+    /// cached chunk, §4.1: no flash read, but a transfer and a write request); otherwise the
+    /// device copies the chunk whole.
     Host,
     /// IZC-D: the device copies it like any other block (a flash read, no transfer).
     Device,

@@ -94,6 +94,10 @@ pub struct Threaded {
     pub hsr: Hsr,
     /// Logs consider threaded logging while fewer zones than this are free.
     pub below_free: u32,
+    /// And take it without weighing compaction while fewer than this are free: where
+    /// foreground cleaning would start, as the published ZNS+ F2FS (`get_new_ssr_segment`
+    /// takes SSR unweighed at the threshold of `has_not_enough_free_secs`).
+    pub forced_below: u32,
     /// Blocks invalidated since the last checkpoint ("pre-invalid", §3.3.2): the checkpoint
     /// still references them, so no log may overwrite them.
     pre_invalid: BTreeSet<BlkAddr>,
@@ -124,10 +128,11 @@ pub struct ThreadedStats {
 }
 
 impl Threaded {
-    pub fn new(hsr: Hsr, below_free: u32, zones: usize) -> Threaded {
+    pub fn new(hsr: Hsr, below_free: u32, forced_below: u32, zones: usize) -> Threaded {
         Threaded {
             hsr,
             below_free,
+            forced_below,
             pre_invalid: BTreeSet::new(),
             pre_invalid_cp: BTreeSet::new(),
             pre_invalid_zone: vec![0; zones],
@@ -414,8 +419,8 @@ impl Segments {
     /// `C_TL = f_plugging(N_pre-inv + N_valid)`, against the zone segment compaction would
     /// clean, `C_SC = f_copy(N_valid) + f_write(alpha N_valid) - B_cold` (eq. 1 and 2, the
     /// costs of reclaiming one segment each way, as the published ZNS+ F2FS compares them); a
-    /// free zone is taken when compaction is cheaper (the cleaner then reclaims). With no
-    /// free zone left, threaded logging it is.
+    /// free zone is taken when compaction is cheaper (the cleaner then reclaims). Below
+    /// `threaded.forced_below` free zones (the cleaner's threshold), threaded logging it is.
     ///
     /// The cold data log never reopens a zone: it takes the blocks compaction moves (§2.3),
     /// which stay valid, so its zones would be reopened to plug almost every block; the
@@ -429,7 +434,7 @@ impl Segments {
         {
             let th = self.threaded.as_ref().expect("checked");
             let tl_cost = th.hsr.threaded_logging_cost(keep);
-            let prefer_tl = free == 0
+            let prefer_tl = free < th.forced_below.max(1)
                 || self.compaction_victim().is_none_or(|v| {
                     let valid = self.zone_valid(v) as u64;
                     tl_cost
@@ -607,6 +612,7 @@ mod tests {
         s.threaded = Some(Threaded::new(
             Hsr::new(1.0, 1.0, 0.9, ColdBenefit::Profiled),
             4,
+            0,
             s.zones.len(),
         ));
         s
@@ -652,6 +658,64 @@ mod tests {
         s.writes_issued();
         assert_eq!(next_zone(&mut s), first);
         assert_eq!(s.threaded.as_ref().expect("on").stats.tl_opens, 1);
+    }
+
+    /// Hybrid segment recycling weighs a costly threaded-logging zone against a cheap
+    /// compaction victim and takes a free zone; below the cleaning threshold it reopens the
+    /// zone unweighed, as the published ZNS+ F2FS does.
+    #[test]
+    fn below_the_cleaning_threshold_threaded_logging_is_not_weighed() {
+        let owner = Summary { nid: 7, ofs: 0 };
+        let setup = |forced_below: u32| {
+            let mut s = segments();
+            s.threaded.as_mut().expect("on").forced_below = forced_below;
+            // Log `t` writes until `done` says stop; the zones it wrote, in order.
+            let zones_of = |s: &mut Segments, t: Temp, done: &dyn Fn(&Segments, &[u32]) -> bool| {
+                let mut zs: Vec<u32> = Vec::new();
+                while !done(s, &zs) {
+                    let a = s.alloc(t).expect("room");
+                    s.validate(a, owner, 0);
+                    let z = s.layout.locate(a).expect("main area").0;
+                    if zs.last() != Some(&z) {
+                        zs.push(z);
+                    }
+                }
+                zs
+            };
+            let data = zones_of(&mut s, Temp::HotData, &|_, zs| zs.len() == 2);
+            let node = zones_of(&mut s, Temp::WarmNode, &|s, _| s.free_zones.len() <= 3);
+            let bpz = s.layout.blocks_per_zone;
+            // A data zone all but dead; a node zone 90% valid.
+            for off in 1..bpz {
+                s.invalidate(s.layout.addr(data[0], off), 1);
+            }
+            for off in 0..bpz / 10 {
+                s.invalidate(s.layout.addr(node[0], off), 1);
+            }
+            s.checkpoint_begins();
+            s.checkpoint_durable();
+            s.writes_issued();
+            (s, node[0])
+        };
+        let (mut weighed, _) = setup(0);
+        let (_, skip) = weighed.choose_zone(Temp::WarmNode).expect("a free zone");
+        assert!(skip.is_none(), "compaction of the data zone is far cheaper");
+        assert_eq!(
+            weighed
+                .threaded
+                .as_ref()
+                .expect("on")
+                .stats
+                .compaction_preferred,
+            1
+        );
+        let (mut forced, node) = setup(4);
+        assert_eq!(
+            forced
+                .choose_zone(Temp::WarmNode)
+                .map(|(z, k)| (z, k.is_some())),
+            Some((node, true))
+        );
     }
 
     /// N_cold (seed 000 §3.3.2) counts blocks unchanged across two consecutive TL_opens of
