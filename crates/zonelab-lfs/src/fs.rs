@@ -1952,9 +1952,7 @@ impl Fs {
                 .zone(ZoneAction::Reset, layout.zone_start(z))
                 .await?;
             let mut st = self.inner.st.borrow_mut();
-            st.segs.zones[z as usize] = ZoneUse::Free;
-            st.segs.wp[z as usize] = 0;
-            st.segs.free_zones.insert(z);
+            st.segs.zone_reset(z);
             st.stats.zone_resets += 1;
         }
         {

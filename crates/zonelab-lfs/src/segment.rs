@@ -202,6 +202,22 @@ impl Segments {
         }
     }
 
+    /// Prefree zone `z` was reset on the device: it is free, and what threaded logging knew
+    /// of its blocks (their validity at its TL_opens) belongs to data no longer there.
+    pub fn zone_reset(&mut self, z: u32) {
+        assert_eq!(
+            self.zones[z as usize],
+            ZoneUse::Prefree,
+            "zone {z} reset while in use"
+        );
+        self.zones[z as usize] = ZoneUse::Free;
+        self.wp[z as usize] = 0;
+        self.free_zones.insert(z);
+        if let Some(th) = &mut self.threaded {
+            th.last_open.remove(&z);
+        }
+    }
+
     fn mark(&mut self, a: BlkAddr, valid: bool, now: u64) {
         let (z, off) = self
             .layout
@@ -745,5 +761,20 @@ mod tests {
             6,
             "a cold block since invalidated is not moved"
         );
+        // The zone (written, as a log would leave it) empties, is reset and takes new data:
+        // none of that is known to be cold.
+        s.free_zones.remove(&z);
+        s.zones[z as usize] = ZoneUse::Used;
+        for off in 2..8 {
+            s.invalidate(s.layout.addr(z, off), 3);
+        }
+        s.release_empty_zones();
+        s.zone_reset(z);
+        s.free_zones.remove(&z);
+        s.zones[z as usize] = ZoneUse::Used;
+        for off in 0..8 {
+            s.validate(s.layout.addr(z, off), owner, 4);
+        }
+        assert_eq!(s.cold_blocks(z), 0, "cold in the zone's previous life");
     }
 }
