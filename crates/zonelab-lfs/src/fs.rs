@@ -2057,6 +2057,34 @@ impl Fs {
                 .map(|a| (a, st.segs.owner(a)))
                 .collect()
         };
+        // Read the nodes cleaning needs all at once, as F2FS's gc_data_segment and
+        // gc_node_segment read them ahead (their phase 0) before they move any block: the
+        // owners of the victim's data blocks, and its node blocks when the host copies them.
+        // The loops below then find them cached instead of reading them one at a time.
+        let host_copy = matches!(self.inner.policy.migration(), Migration::HostCopy);
+        let owners: BTreeSet<Nid> = {
+            let st = self.inner.st.borrow();
+            valid
+                .iter()
+                .filter(|&&(a, sum)| host_copy || st.nat.entries[sum.nid as usize].addr != a)
+                .map(|&(_, sum)| sum.nid)
+                .filter(|&nid| st.cache.node(nid).is_none())
+                .collect()
+        };
+        let reads = owners
+            .into_iter()
+            .map(|nid| {
+                let fs = self.clone();
+                self.inner.sim.spawn(async move {
+                    match fs.ensure_node(nid).await {
+                        // Freed meanwhile (its blocks with it).
+                        Err(FsError::NotFound) => Ok(()),
+                        r => r,
+                    }
+                })
+            })
+            .collect();
+        join_all(reads).await?;
         // N_node + N_meta of HSR's C_SC (seed 000 §3.3.2), counted for alpha below: the owner
         // nodes of the moved data blocks (each rewritten), the NAT blocks of the moved nodes
         // and of those owners (their addresses change), the SIT blocks of the segments the
@@ -2186,6 +2214,9 @@ impl Fs {
             }
         }
         reads.sort_by_key(|r| r.2);
+        // Every run is read ahead at once (F2FS's gc_data_segment reads the victim's pages
+        // ahead before moving them); the pages enter the cache as their reads complete.
+        let mut runs = Vec::new();
         let mut i = 0;
         while i < reads.len() {
             let mut j = i + 1;
@@ -2194,14 +2225,21 @@ impl Fs {
             }
             self.cpu(self.inner.opts.host.page_alloc.times((j - i) as u64))
                 .await;
-            let d = self
+            let fs = self.clone();
+            let (addr, n) = (reads[i].2 as u64, (j - i) as u64);
+            let read = self
                 .inner
-                .dev
-                .read(reads[i].2 as u64, (j - i) as u64, Traffic::GcRead)
-                .await?;
+                .sim
+                .spawn(async move { fs.inner.dev.read(addr, n, Traffic::GcRead).await });
+            runs.push((i..j, read));
+            i = j;
+        }
+        for (run, read) in runs {
+            let d = read.await?;
+            let n = run.len();
             let mut st = self.inner.st.borrow_mut();
-            for (k, r) in reads[i..j].iter().enumerate() {
-                let page = if d.bytes.len() == (j - i) * BLOCK {
+            for (k, r) in reads[run].iter().enumerate() {
+                let page = if d.bytes.len() == n * BLOCK {
                     PageData::Bytes(d.bytes[k * BLOCK..(k + 1) * BLOCK].into())
                 } else {
                     PageData::Fp(d.fingerprints[k])
@@ -2210,7 +2248,6 @@ impl Fs {
                     st.cache.put_page(r.0, r.1, page, false);
                 }
             }
-            i = j;
         }
         let t_read = self.inner.sim.now();
         // Write phase: under each file's lock, blocks still at their victim address move.
