@@ -2061,12 +2061,17 @@ impl Fs {
         // gc_node_segment read them ahead (their phase 0) before they move any block: the
         // owners of the victim's data blocks, and its node blocks when the host copies them.
         // The loops below then find them cached instead of reading them one at a time.
-        let host_copy = matches!(self.inner.policy.migration(), Migration::HostCopy);
+        let in_storage = match self.inner.policy.migration() {
+            Migration::HostCopy => None,
+            Migration::InStorage(c) => Some(c),
+        };
         let owners: BTreeSet<Nid> = {
             let st = self.inner.st.borrow();
             valid
                 .iter()
-                .filter(|&&(a, sum)| host_copy || st.nat.entries[sum.nid as usize].addr != a)
+                .filter(|&&(a, sum)| {
+                    in_storage.is_none() || st.nat.entries[sum.nid as usize].addr != a
+                })
                 .map(|&(_, sum)| sum.nid)
                 .filter(|&nid| st.cache.node(nid).is_none())
                 .collect()
@@ -2111,10 +2116,6 @@ impl Fs {
                 + sit_blocks.len() as u64
                 + (valid.len() as u64).div_ceil(SSA_PER_BLOCK as u64)
                 + 2
-        };
-        let in_storage = match self.inner.policy.migration() {
-            Migration::HostCopy => None,
-            Migration::InStorage(c) => Some(c),
         };
         // Owners: node blocks are rewritten by dirtying them; data blocks are read into the
         // page cache and written to the cold data log. With IZC only the blocks the host
