@@ -336,7 +336,12 @@ impl ConventionalDevice {
         if let Some((q, n)) = run {
             ready = ready.max(self.flash.read(now, t, q, n * self.lba_size));
         }
-        let done = self.pcie.to_host(now, ready, nlb * self.lba_size);
+        let done = self.pcie.to_host(
+            self.profile.controller.pcie_duplex,
+            now,
+            ready,
+            nlb * self.lba_size,
+        );
         Completion {
             done: done + c.cq_post.0,
             status: Ok(None),

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-use zonelab_flash::{Duration, Rate, Size};
+use zonelab_flash::{Duplex, Duration, Rate, Size};
 
 /// Profiles shipped with ZoneLab, embedded so the binary works from any directory.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -306,6 +306,11 @@ pub struct ControllerSection {
     pub pcie_lanes: u32,
     pub pcie_lane_bandwidth: Rate,
     pub pcie_transfer_cost: Duration,
+    /// `full` (PCIe: reads' and writes' data move at the same time, each direction at the full
+    /// bandwidth) or `half` (one transfer at a time over both directions, as the ZNS+ authors'
+    /// FEMU moves all host data through one DMA timeline; seed 000 §4).
+    #[serde(default)]
+    pub pcie_duplex: Duplex,
     pub power_loss_protection: bool,
 }
 
@@ -821,6 +826,7 @@ pub mod image_v2_layout {
                 pcie_lanes: c.pcie_lanes,
                 pcie_lane_bandwidth: c.pcie_lane_bandwidth,
                 pcie_transfer_cost: c.pcie_transfer_cost,
+                pcie_duplex: Duplex::Full,
                 power_loss_protection: c.power_loss_protection,
             },
             host: p.host,
@@ -877,6 +883,7 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
                 ("controller", "reset_journal_flush_min"),
                 ("controller", "reset_journal_flush_max"),
                 ("controller", "housekeeping_unmap_per_tick"),
+                ("controller", "pcie_duplex"),
                 ("znsplus", "copyback_limit"),
                 ("znsplus", "plugging"),
                 ("znsplus", "copyback"),
@@ -938,6 +945,25 @@ mod tests {
             let p = Profile::load(name, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(&p.name, name);
         }
+    }
+
+    #[test]
+    fn the_link_duplex_is_a_profile_setting() {
+        assert_eq!(
+            Profile::load("zn540", &[]).unwrap().controller.pcie_duplex,
+            Duplex::Full
+        );
+        assert_eq!(
+            Profile::load("znsplus-mlc", &[])
+                .unwrap()
+                .controller
+                .pcie_duplex,
+            Duplex::Half
+        );
+        let p = Profile::load("zn540", &ov(&["pcie_duplex=\"half\""])).unwrap();
+        assert_eq!(p.controller.pcie_duplex, Duplex::Half);
+        let e = Profile::load("zn540", &ov(&["pcie_duplex=\"quarter\""])).unwrap_err();
+        assert!(e.to_string().contains("full"), "{e}");
     }
 
     #[test]

@@ -811,7 +811,12 @@ impl ZonedDevice {
             }
             lba = seg_end;
         }
-        let done = self.pcie.to_host(now, data_ready, nlb * self.lba_size);
+        let done = self.pcie.to_host(
+            self.profile.controller.pcie_duplex,
+            now,
+            data_ready,
+            nlb * self.lba_size,
+        );
         Completion {
             done: done + cq_post,
             status: Ok(None),
@@ -1281,7 +1286,12 @@ impl ZonedDevice {
         let at = self.arrive(at);
         let zones = self.zones.report(filter, start, max);
         let t = self.firmware.run(now, at, c.read_cost.0);
-        let t = self.pcie.to_host(now, t, 64 * (zones.len() as u64 + 1));
+        let t = self.pcie.to_host(
+            self.profile.controller.pcie_duplex,
+            now,
+            t,
+            64 * (zones.len() as u64 + 1),
+        );
         (
             Completion {
                 done: t + c.cq_post.0,

@@ -225,7 +225,9 @@ impl ZonedDevice {
         let at = at + c.sq_fetch.0;
         let m = self.chunk_mapping();
         let t = self.firmware.run(now, at, c.read_cost.0);
-        let t = self.pcie.to_host(now, t, 64);
+        let t = self
+            .pcie
+            .to_host(self.profile.controller.pcie_duplex, now, t, 64);
         (
             Completion {
                 done: t + c.cq_post.0,

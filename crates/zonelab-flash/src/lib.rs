@@ -16,7 +16,7 @@ pub mod units;
 pub use array::{BUSY_BUCKET, BlockAddr, FlashArray, FlashCounters, PageAddr};
 pub use firmware::Firmware;
 pub use geometry::{DieId, Geometry};
-pub use pcie::PcieLink;
+pub use pcie::{Duplex, PcieLink};
 pub use timeline::Timeline;
 pub use timing::FlashTiming;
 pub use units::{Duration, Rate, Size};

@@ -2076,20 +2076,7 @@ impl Fs {
                 .filter(|&nid| st.cache.node(nid).is_none())
                 .collect()
         };
-        let reads = owners
-            .into_iter()
-            .map(|nid| {
-                let fs = self.clone();
-                self.inner.sim.spawn(async move {
-                    match fs.ensure_node(nid).await {
-                        // Freed meanwhile (its blocks with it).
-                        Err(FsError::NotFound) => Ok(()),
-                        r => r,
-                    }
-                })
-            })
-            .collect();
-        join_all(reads).await?;
+        self.read_nodes_at_once(owners).await?;
         // N_node + N_meta of HSR's C_SC (seed 000 §3.3.2), counted for alpha below: the owner
         // nodes of the moved data blocks (each rewritten), the NAT blocks of the moved nodes
         // and of those owners (their addresses change), the SIT blocks of the segments the
@@ -2327,6 +2314,26 @@ impl Fs {
         Ok(true)
     }
 
+    /// Makes the nodes `nids` resident, reading all that are not cached at once (F2FS reads
+    /// the nodes cleaning needs ahead, then waits). A node freed meanwhile is skipped: its
+    /// blocks went with it.
+    async fn read_nodes_at_once(&self, nids: BTreeSet<Nid>) -> FsResult<()> {
+        let reads = nids
+            .into_iter()
+            .map(|nid| {
+                let fs = self.clone();
+                self.inner.sim.spawn(async move {
+                    match fs.ensure_node(nid).await {
+                        Err(FsError::NotFound) => Ok(()),
+                        r => r,
+                    }
+                })
+            })
+            .collect();
+        join_all(reads).await?;
+        Ok(())
+    }
+
     /// IZC's copy offloading (seed 000 §3.2.1): every block still valid in victim `z`, except
     /// dirty nodes (the checkpoint writes those), gets a destination in the cold data or cold
     /// node log and is copied there by the device with one zone_compaction per destination
@@ -2340,7 +2347,7 @@ impl Fs {
         loop {
             // Data blocks are repointed in their owner nodes, which must be resident; node
             // blocks are repointed in the NAT and need not be read (seed 000 §3.2.1).
-            let missing: Vec<Nid> = {
+            let missing = {
                 let st = self.inner.st.borrow();
                 let layout = &st.segs.layout;
                 (0..layout.blocks_per_zone)
@@ -2351,18 +2358,11 @@ impl Fs {
                     .filter(|&nid| st.nat.entries[nid as usize].ino != 0)
                     .filter(|&nid| st.cache.node(nid).is_none())
                     .collect::<BTreeSet<Nid>>()
-                    .into_iter()
-                    .collect()
             };
             if missing.is_empty() {
                 break;
             }
-            for nid in missing {
-                match self.ensure_node(nid).await {
-                    Err(FsError::NotFound) => {}
-                    r => r?,
-                }
-            }
+            self.read_nodes_at_once(missing).await?;
         }
         // From here to the submission nothing waits, so the destinations are taken and handed
         // to the device in one step (a zone receives its writes in the order of its blocks).
