@@ -51,6 +51,7 @@ pub(crate) fn counters(stats: &FsStats, ns: &Namespace, companion: Option<&Names
             "foreground_cleanings": stats.foreground_cleanings,
             "background_cleanings": stats.background_cleanings,
             "blocks_moved": stats.blocks_moved,
+            "zones_cleaned_in_device": stats.zones_cleaned_in_device,
             "blocks_copied_in_device": stats.blocks_copied_in_device,
             "periodic_checkpoints": stats.periodic_checkpoints,
             "threaded": stats.threaded,
@@ -73,7 +74,7 @@ pub(crate) fn counters(stats: &FsStats, ns: &Namespace, companion: Option<&Names
 /// `device` (without `chip_utilization_mean`) and `fs.checkpoints` — from a [`counters`]
 /// snapshot, or the difference of two. `zonelab stats` shows a mount's live counters under the
 /// same names.
-pub(crate) fn counter_sections(w: &Value, segs_per_zone: u64, izc: bool) -> Value {
+pub(crate) fn counter_sections(w: &Value, segs_per_zone: u64) -> Value {
     let n = |section: &str, key: &str| w[section][key].as_u64().unwrap_or(0);
     let n2 = |section: &str, sub: &str, key: &str| w[section][sub][key].as_u64().unwrap_or(0);
     json!({
@@ -92,8 +93,8 @@ pub(crate) fn counter_sections(w: &Value, segs_per_zone: u64, izc: bool) -> Valu
             "background": n("fs", "background_cleanings"),
             "blocks_moved": n("fs", "blocks_moved"),
             "by_method": {
-                "host_copy": if izc { 0 } else { n("fs", "zones_cleaned") },
-                "izc": if izc { n("fs", "zones_cleaned") } else { 0 },
+                "host_copy": n("fs", "zones_cleaned") - n("fs", "zones_cleaned_in_device"),
+                "izc": n("fs", "zones_cleaned_in_device"),
                 "zone_md": 0, "threaded_logging": n2("fs", "threaded", "tl_opens"),
             },
             "threaded_logging": {
@@ -223,7 +224,6 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
         opts,
         cfg,
     } = parse_experiment(text, origin, sets)?;
-    let policy_migration = policy_box.migration();
 
     let sim = Sim::new();
     let page = profile.geometry.page_size.0;
@@ -415,10 +415,6 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
     );
     let total_waf = host_waf.zip(flash_waf).map(|(h, f)| h * f);
     let show = |x: Option<f64>| x.map_or("n/a".to_string(), |x| format!("{x:.2}"));
-    let izc = matches!(
-        policy_migration,
-        zonelab_lfs::policy::Migration::InStorage(_)
-    );
     let c = &compactions[first_compaction.min(compactions.len())..];
     let (init, read, write, cp) = (
         mean(c.iter().map(|x| x.init.0)),
@@ -464,7 +460,7 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
         "verify": report.verify,
         "fsck": { "clean": problems.is_empty(), "problems": problems },
     });
-    let sections = counter_sections(&w, exp.fs.segs_per_zone as u64, izc);
+    let sections = counter_sections(&w, exp.fs.segs_per_zone as u64);
     for key in ["traffic_bytes", "gc", "device"] {
         result[key] = sections[key].clone();
     }

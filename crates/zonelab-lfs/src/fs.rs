@@ -15,7 +15,7 @@ use crate::ondisk::{
     SSA_PER_BLOCK, Summary, Superblock, decode_dentries, decode_nat, decode_sit, decode_ssa,
     encode_dentries,
 };
-use crate::policy::{Allocation, CachedPages, InStorage, Migration, Policy};
+use crate::policy::{Allocation, CachedPages, InStorage, Migration, Policy, VictimKind};
 use crate::segment::{Segments, Temp, Threaded, ThreadedStats, ZoneJob, ZoneUse};
 use crate::vfs::{
     Attr, DirEntry, FileKind, FileSystem, FsError, FsResult, Ino, LINK_MAX, NAME_MAX, ROOT_INO,
@@ -167,6 +167,8 @@ pub struct FsStats {
     pub foreground_cleanings: u64,
     pub background_cleanings: u64,
     pub blocks_moved: u64,
+    /// Of `zones_cleaned`, those whose copies the device made (IZC's zone_compaction).
+    pub zones_cleaned_in_device: u64,
     /// Of `blocks_moved`, those the device copied (IZC's zone_compaction).
     pub blocks_copied_in_device: u64,
     pub zone_resets: u64,
@@ -2061,9 +2063,17 @@ impl Fs {
         // gc_node_segment read them ahead (their phase 0) before they move any block: the
         // owners of the victim's data blocks, and its node blocks when the host copies them.
         // The loops below then find them cached instead of reading them one at a time.
-        let in_storage = match self.inner.policy.migration() {
-            Migration::HostCopy => None,
-            Migration::InStorage(c) => Some(c),
+        // IZC offloads the copies of data victims only: the published ZNS+ F2FS sends
+        // zone_compaction from gc_data_segment and cleans node segments with F2FS's own
+        // gc_node_segment (node pages read, dirtied and written back by the host), so node
+        // reclaiming stays expensive under IZC, and is where threaded logging gains most
+        // (seed 000 §4.2: "high reclaiming efficiency during node segment reclaiming").
+        let in_storage = match (
+            self.inner.policy.migration(),
+            self.inner.st.borrow().segs.victim_kind(z),
+        ) {
+            (Migration::InStorage(c), VictimKind::Data) => Some(c),
+            _ => None,
         };
         let owners: BTreeSet<Nid> = {
             let st = self.inner.st.borrow();
@@ -2299,6 +2309,9 @@ impl Fs {
                 .observe_alpha(kind, modified_meta, valid.len() as u64);
         }
         st.stats.zones_cleaned += 1;
+        if in_storage.is_some() {
+            st.stats.zones_cleaned_in_device += 1;
+        }
         st.stats.blocks_moved += moved;
         if foreground {
             st.stats.foreground_cleanings += 1;
@@ -2334,11 +2347,13 @@ impl Fs {
         Ok(())
     }
 
-    /// IZC's copy offloading (seed 000 §3.2.1): every block still valid in victim `z`, except
-    /// dirty nodes (the checkpoint writes those), gets a destination in the cold data or cold
-    /// node log and is copied there by the device with one zone_compaction per destination
-    /// zone. Node pointers and NAT entries are repointed at once (the copy is readable as soon
-    /// as the device's write pointer passes it). Returns the copy's handle and its block count.
+    /// IZC's copy offloading (seed 000 §3.2.1) of a data victim: every block still valid in
+    /// victim `z`, except dirty nodes (the checkpoint writes those; node blocks are here only
+    /// in a zone no log has written since mount, whose kind is not known), gets a destination
+    /// in the cold data or cold node log and is copied there by the device with one
+    /// zone_compaction per destination zone. Node pointers and NAT entries are repointed at
+    /// once (the copy is readable as soon as the device's write pointer passes it). Returns the
+    /// copy's handle and its block count.
     async fn copy_in_device(
         &self,
         z: u32,

@@ -349,6 +349,14 @@ fn internal_zone_compaction_moves_blocks_in_the_device() {
             "{cached:?} {allocation:?}: {st:?}"
         );
         assert!(st.blocks_copied_in_device > 0, "{st:?}");
+        // Data victims are copied by the device, node victims by the host (the published
+        // ZNS+ F2FS offloads only gc_data_segment).
+        assert!(
+            st.zones_cleaned_in_device > 0 && st.zones_cleaned_in_device < st.zones_cleaned,
+            "zones cleaned {} of which in the device {}",
+            st.zones_cleaned,
+            st.zones_cleaned_in_device
+        );
         let plus = stack.device().borrow().zoned().unwrap().znsplus_counters();
         assert!(plus.compactions > 0, "{plus:?}");
         assert_eq!(

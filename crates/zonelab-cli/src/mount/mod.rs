@@ -41,7 +41,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 use zonelab_device::PayloadMode;
 use zonelab_lfs::fs::{Fs, FsOptions};
-use zonelab_lfs::policy::{self, Migration};
+use zonelab_lfs::policy;
 
 pub use serve::Pace;
 
@@ -264,7 +264,6 @@ pub fn mount(a: MountArgs) -> Result<ExitCode> {
     }
     let mp = check_mountpoint(&a.mountpoint)?;
     let policy = policy::by_name(&a.policy).map_err(|e| anyhow!("--policy {}: {e}", a.policy))?;
-    let izc = matches!(policy.migration(), Migration::InStorage(_));
     let _lock = lock_image(&a.image)?;
     let img = image::load(&a.image)?;
     let image_path = a.image.canonicalize().unwrap_or(a.image.clone());
@@ -309,7 +308,7 @@ pub fn mount(a: MountArgs) -> Result<ExitCode> {
             let ns = zoned.device().borrow();
             let c = companion.as_ref().map(|c| c.device().borrow());
             let w = counters(&fs.stats(), &ns, c.as_deref());
-            let mut v = counter_sections(&w, fs.segs_per_zone() as u64, izc);
+            let mut v = counter_sections(&w, fs.segs_per_zone() as u64);
             v["mount"] = head.clone();
             v["sim"] = json!({
                 "simulated_ns": sim.now().0,
