@@ -2059,22 +2059,20 @@ impl Fs {
                 .map(|a| (a, st.segs.owner(a)))
                 .collect()
         };
-        // Read the nodes cleaning needs all at once, as F2FS's gc_data_segment and
-        // gc_node_segment read them ahead (their phase 0) before they move any block: the
-        // owners of the victim's data blocks, and its node blocks when the host copies them.
-        // The loops below then find them cached instead of reading them one at a time.
         // IZC offloads the copies of data victims only: the published ZNS+ F2FS sends
         // zone_compaction from gc_data_segment and cleans node segments with F2FS's own
         // gc_node_segment (node pages read, dirtied and written back by the host), so node
         // reclaiming stays expensive under IZC, and is where threaded logging gains most
         // (seed 000 §4.2: "high reclaiming efficiency during node segment reclaiming").
-        let in_storage = match (
-            self.inner.policy.migration(),
-            self.inner.st.borrow().segs.victim_kind(z),
-        ) {
+        let kind = self.inner.st.borrow().segs.victim_kind(z);
+        let in_storage = match (self.inner.policy.migration(), kind) {
             (Migration::InStorage(c), VictimKind::Data) => Some(c),
             _ => None,
         };
+        // Read the nodes cleaning needs all at once, as F2FS's gc_data_segment and
+        // gc_node_segment read them ahead (their phase 0) before they move any block: the
+        // owners of the victim's data blocks, and its node blocks when the host copies them.
+        // The loops below then find them cached instead of reading them one at a time.
         let owners: BTreeSet<Nid> = {
             let st = self.inner.st.borrow();
             valid
@@ -2303,7 +2301,6 @@ impl Fs {
         // HSR's alpha (seed 000 §3.3.2): `modified_meta` per block moved. (The checkpoint's
         // own writes also carry nodes other calls dirtied, so they are not counted.) Node
         // victims are profiled apart: their moves update no node (VictimKind).
-        let kind = st.segs.victim_kind(z);
         if let Some(th) = &mut st.segs.threaded {
             th.hsr
                 .observe_alpha(kind, modified_meta, valid.len() as u64);
