@@ -602,11 +602,15 @@ mod tests {
     fn format_2_images_of_the_previous_build_load() {
         assert_eq!(le_u32(V2_IMAGE, 8), 2);
         let img = decode(V2_IMAGE).unwrap();
-        // The old profile layout was read field by field; the fields added since are off, and
-        // its link stays the full-duplex one it was written with.
-        let ov =
-            Profile::parse_overrides(&["zones=4".to_string(), "pcie_duplex=\"full\"".to_string()])
-                .unwrap();
+        // The old profile layout was read field by field; the fields added since are off: its
+        // link stays the full-duplex one it was written with, and its writes complete from the
+        // buffer as they did.
+        let ov = Profile::parse_overrides(&[
+            "zones=4".to_string(),
+            "pcie_duplex=\"full\"".to_string(),
+            "write_completion=\"buffered\"".to_string(),
+        ])
+        .unwrap();
         let want = Profile::load("znsplus-mlc", &ov).unwrap();
         assert_eq!(img.device.profile(), &want);
         let c = &img.device.profile().controller;

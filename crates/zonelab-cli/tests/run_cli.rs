@@ -163,7 +163,7 @@ fn a_run_with_the_metadata_on_a_companion_device_is_verified_and_clean() {
     args.extend([
         // Long enough for checkpoints inside the measured window.
         "--set",
-        "run.duration=\"1s\"",
+        "run.duration=\"2s\"",
         "--set",
         "device.metadata=\"companion\"",
         "--set",

@@ -26,7 +26,7 @@
 use crate::durability::{PowerCutReport, UndoLog};
 use crate::ftl::{FtlCounters, PageFtl};
 use crate::payload::{DataStore, PayloadMode, ReadData, WriteData};
-use crate::profile::NamespaceKind;
+use crate::profile::{NamespaceKind, WriteCompletion};
 use crate::status::NvmeStatus;
 use crate::write_buffer::WriteBuffer;
 use crate::zns::{Completion, DeviceCounters};
@@ -237,6 +237,8 @@ impl ConventionalDevice {
         let t = self.firmware.run(now, at, c.write_cost.0);
         let t = self.pcie.to_device(now, t, nlb * self.lba_size);
         let in_buffer = self.buffer.admit(t, nlb);
+        // When the last page this write fills is programmed.
+        let mut programmed = in_buffer;
         if !c.power_loss_protection {
             self.undo.prune(now);
             // What each block held before, kept until the block is durable (per block: a
@@ -248,23 +250,28 @@ impl ConventionalDevice {
                 }
                 self.data
                     .write(0, lba, false, data.block(self.lba_size, lba - slba.0));
-                self.buffer_block(now, in_buffer, lba);
+                programmed = programmed.max(self.buffer_block(now, in_buffer, lba));
             }
         } else {
             self.data.write(0, slba.0, false, data);
             for lba in slba.0..slba.0 + nlb {
-                self.buffer_block(now, in_buffer, lba);
+                programmed = programmed.max(self.buffer_block(now, in_buffer, lba));
             }
         }
+        let done = match c.write_completion {
+            WriteCompletion::Buffered => in_buffer,
+            WriteCompletion::Programmed => programmed,
+        };
         Completion {
-            done: in_buffer + c.cq_post.0,
+            done: done + c.cq_post.0,
             status: Ok(None),
         }
     }
 
     /// Takes logical block `lba`, whose data is in the buffer at `ready`, into the open page;
-    /// programs the page when it is full.
-    fn buffer_block(&mut self, now: Nanos, ready: Nanos, lba: u64) {
+    /// programs the page when it is full and returns when that program completes (else
+    /// `ready`).
+    fn buffer_block(&mut self, now: Nanos, ready: Nanos, lba: u64) -> Nanos {
         if let Some(i) = self.open_page.iter().position(|&l| l == lba) {
             // The buffered copy is replaced: its space frees at once.
             self.open_page.remove(i);
@@ -284,7 +291,9 @@ impl ConventionalDevice {
             if !self.profile.controller.power_loss_protection {
                 self.undo.page_programmed(done);
             }
+            return done;
         }
+        ready
     }
 
     /// Read of `nlb` blocks from `slba`; the data is appended to `out` when given. Blocks in the
@@ -489,6 +498,26 @@ mod tests {
         assert_eq!(p.host_pages(), raw * 93 / 100);
         let p = Profile::load("sn640-op28", &[]).unwrap();
         assert_eq!(p.host_pages(), raw * 72 / 100);
+    }
+
+    #[test]
+    fn a_write_that_fills_a_page_can_complete_once_it_is_programmed() {
+        let program = small(&[]).profile.flash.program.0;
+        let mut took = Vec::new();
+        for mode in ["buffered", "programmed"] {
+            let mut d = small(&[&format!("write_completion=\"{mode}\"")]);
+            let c = d.write(
+                Nanos(0),
+                Nanos(0),
+                Lba(0),
+                WriteData::Fingerprints(&[1, 2, 3, 4]),
+                false,
+            );
+            assert_eq!(d.flash_counters().programs, 1, "{mode}");
+            took.push(c.done);
+        }
+        assert!(took[0] < program, "{took:?}");
+        assert!(took[1] > program, "{took:?}");
     }
 
     #[test]

@@ -388,6 +388,14 @@ impl<D: StackDevice + 'static> HostStack<D> {
         self.counters.get()
     }
 
+    /// The host restarts (after a power loss that took it down with the device): the writes
+    /// its scheduler held back for busy zones are gone and every zone's write lock is free.
+    /// The tasks that were waiting for them are not resumed (the simulation drops them), so a
+    /// lock they held must not outlive them.
+    pub fn restart(&self) {
+        self.zones.borrow_mut().clear();
+    }
+
     /// Records every command handed to the device from now on into `log` (`None`: stops).
     pub fn record_into(&self, log: Option<Rc<CommandLog>>) {
         *self.recorder.borrow_mut() = log;
@@ -816,5 +824,39 @@ mod tests {
             // 3 write pieces, 1 write, 3 read pieces.
             assert_eq!(st.counters().dispatched, 7, "{scheduler:?}");
         }
+    }
+
+    #[test]
+    fn after_a_restart_zones_locked_by_lost_writes_take_writes_again() {
+        let (sim, st) = stack(IoScheduler::MqDeadline);
+        // A write still in flight when the run stops: its task is dropped with the zone lock.
+        let (s, clock) = (st.clone(), sim.clone());
+        sim.block_on(async move {
+            clock.spawn(async move {
+                s.submit(IoCmd::Write {
+                    slba: Lba(0),
+                    data: OwnedData::Bytes(vec![1; 4096]),
+                })
+                .await
+            });
+            clock.sleep(Nanos(1)).await;
+        })
+        .unwrap();
+        let write_at_4 = |st: &Rc<HostStack>| {
+            let s = st.clone();
+            sim.block_on(async move {
+                s.submit(IoCmd::Write {
+                    slba: Lba(4),
+                    data: OwnedData::Bytes(vec![2; 4096]),
+                })
+                .await
+            })
+        };
+        // Without a restart the zone's lock is never released.
+        assert!(write_at_4(&st).is_err());
+        st.restart();
+        let done = write_at_4(&st).expect("the zone takes writes again");
+        // Block 4 is past the zone's write pointer (0 or 1): the device's refusal comes back.
+        assert!(done.status.is_err(), "{:?}", done.status);
     }
 }

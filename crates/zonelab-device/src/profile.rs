@@ -123,6 +123,22 @@ impl Default for ZnsPlusSection {
     }
 }
 
+/// When the controller completes a write (seed 000 §4: the ZNS+ authors' FEMU completes a write
+/// when the flash pages it fills are programmed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteCompletion {
+    /// Once the data is in the write buffer (early completion; the buffer's programs run
+    /// behind it). What SSDs with a DRAM write buffer do.
+    #[default]
+    Buffered,
+    /// Once every flash page the write fills is programmed; data left in a partly filled page
+    /// completes when it is in the buffer. What an emulator without a write-back buffer does
+    /// (eslab-skku/ZNSplus `femu/hw/block/ssd/ssd_io_manager.c`: a write's completion time is
+    /// the chip's program completion).
+    Programmed,
+}
+
 /// Internal plugging scheme of threaded logging (seed 000 §3.2.2, Fig. 4, §4 Fig. 9).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -311,6 +327,9 @@ pub struct ControllerSection {
     /// FEMU moves all host data through one DMA timeline; seed 000 §4).
     #[serde(default)]
     pub pcie_duplex: Duplex,
+    /// When a write completes: `buffered` (default) or `programmed`.
+    #[serde(default)]
+    pub write_completion: WriteCompletion,
     pub power_loss_protection: bool,
 }
 
@@ -827,6 +846,7 @@ pub mod image_v2_layout {
                 pcie_lane_bandwidth: c.pcie_lane_bandwidth,
                 pcie_transfer_cost: c.pcie_transfer_cost,
                 pcie_duplex: Duplex::Full,
+                write_completion: WriteCompletion::Buffered,
                 power_loss_protection: c.power_loss_protection,
             },
             host: p.host,
@@ -884,6 +904,7 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
                 ("controller", "reset_journal_flush_max"),
                 ("controller", "housekeeping_unmap_per_tick"),
                 ("controller", "pcie_duplex"),
+                ("controller", "write_completion"),
                 ("znsplus", "copyback_limit"),
                 ("znsplus", "plugging"),
                 ("znsplus", "copyback"),
@@ -964,6 +985,25 @@ mod tests {
         assert_eq!(p.controller.pcie_duplex, Duplex::Half);
         let e = Profile::load("zn540", &ov(&["pcie_duplex=\"quarter\""])).unwrap_err();
         assert!(e.to_string().contains("full"), "{e}");
+    }
+
+    #[test]
+    fn write_completion_is_a_profile_setting() {
+        let of = |name: &str, sets: &[&str]| {
+            Profile::load(name, &ov(sets))
+                .map(|p| p.controller.write_completion)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(of("zn540", &[]), Ok(WriteCompletion::Buffered));
+        for name in ["znsplus-mlc", "znsplus-tlc", "znsplus-znand"] {
+            assert_eq!(of(name, &[]), Ok(WriteCompletion::Programmed), "{name}");
+        }
+        assert_eq!(
+            of("zn540", &["write_completion=\"programmed\""]),
+            Ok(WriteCompletion::Programmed)
+        );
+        let e = of("zn540", &["write_completion=\"flushed\""]).unwrap_err();
+        assert!(e.contains("buffered"), "{e}");
     }
 
     #[test]

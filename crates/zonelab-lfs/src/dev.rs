@@ -211,11 +211,12 @@ impl Devices {
             .map_or(0, |c| c.device().borrow().total_lbas())
     }
 
-    /// Every device loses power at `at` (one power supply) and power returns.
+    /// Every device loses power at `at` (one power supply, the host's too) and power returns:
+    /// the devices come back as their power cut leaves them, the host stacks empty.
     pub fn power_cut(&self, at: zonelab_sim::Nanos) {
-        self.zoned.device().borrow_mut().power_cut(at);
-        if let Some(c) = &self.companion {
-            c.device().borrow_mut().power_cut(at);
+        for stack in std::iter::once(&self.zoned).chain(&self.companion) {
+            stack.device().borrow_mut().power_cut(at);
+            stack.restart();
         }
     }
 }

@@ -1079,6 +1079,7 @@ fn power_cuts_during_reclaiming(policy: fn() -> Box<dyn Policy>) {
         }
         let at = sim.now();
         stack.device().borrow_mut().power_cut(at);
+        stack.restart();
         let (s, st) = (sim.clone(), stack.clone());
         sim.block_on(async move {
             let fs = Fs::mount(s, st, opts(), policy())
