@@ -5,7 +5,7 @@
 use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use zonelab_device::{NamespaceKind, PayloadMode, Profile};
+use zonelab_device::{IoScheduler, NamespaceKind, PayloadMode, Profile};
 use zonelab_flash::units::{parse_duration, parse_size};
 use zonelab_lfs::fs::{FsOptions, HostModel};
 use zonelab_lfs::layout::{DeviceShape, FormatOptions, plan};
@@ -84,6 +84,15 @@ pub struct HostCfg {
     /// Page-cache memory.
     #[serde(default = "two_gib")]
     pub dram: String,
+    /// The block layer's I/O scheduler: `mq-deadline` (default; one write in flight per zone,
+    /// Linux's zone write locking) or `none` (a zone's writes are issued as they come, in
+    /// order, and may be in flight together).
+    #[serde(default = "mq_deadline")]
+    pub scheduler: IoScheduler,
+}
+
+fn mq_deadline() -> IoScheduler {
+    IoScheduler::MqDeadline
 }
 
 fn four() -> u32 {
@@ -98,6 +107,7 @@ impl Default for HostCfg {
         HostCfg {
             cores: 4,
             dram: two_gib(),
+            scheduler: mq_deadline(),
         }
     }
 }

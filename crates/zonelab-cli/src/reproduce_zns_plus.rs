@@ -15,6 +15,12 @@
 //! a few simulated seconds. When the chip count changes (Figs 11, 12) the zone spans all
 //! chips (D_zone = chips, one block per chip: 2 MiB per chip), so the zone count changes
 //! inversely and the file system keeps its size.
+//!
+//! Host. The paper's guest ran Linux 4.10 (§4), whose multi-queue block layer had no I/O
+//! scheduler (mq-deadline came with 4.11, its zone write locking with 4.16): a zone's writes
+//! reach the device in the order the file system issues them ("in-order request delivery",
+//! §3.2.2) and several may be in flight at once. So the runs use `host.scheduler = "none"`,
+//! not `zonelab run`'s default mq-deadline, which lets one write per zone be in flight.
 
 use crate::plot::{Chart, Series, render_png};
 use crate::reproduce_cmd::{Check, ReproduceArgs, Table};
@@ -38,6 +44,7 @@ payload = "fingerprint"
 
 [host]
 cores = 4
+scheduler = "none"
 
 [fs]
 policy = "f2fs"

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Instant;
 use zonelab_cli::experiment::{Plan, parse_experiment};
-use zonelab_device::{HostStack, IoEngine, IoScheduler, Namespace};
+use zonelab_device::{HostStack, IoEngine, Namespace};
 use zonelab_flash::BUSY_BUCKET;
 use zonelab_lfs::FileSystem;
 use zonelab_lfs::dev::Devices;
@@ -232,7 +232,7 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
         sim.clone(),
         ns.clone(),
         IoEngine::IoUring,
-        IoScheduler::MqDeadline,
+        exp.host.scheduler,
     )
     .map_err(|e| anyhow!(e))?;
     let companion = match &companion_profile {
@@ -244,7 +244,7 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
                 sim.clone(),
                 cns.clone(),
                 IoEngine::IoUring,
-                IoScheduler::MqDeadline,
+                exp.host.scheduler,
             )
             .map_err(|e| anyhow!(e))?;
             Some((cns, cstack))

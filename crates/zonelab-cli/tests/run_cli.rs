@@ -100,13 +100,29 @@ fn a_small_fileserver_run_is_verified_clean_and_deterministic() {
 }
 
 #[test]
+fn the_block_layer_scheduler_is_the_experiments_choice() {
+    let exp = experiment();
+    let out = temp("none.json");
+    let mut args = vec!["run", exp.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    args.extend(SMALL);
+    args.extend(["--set", "host.scheduler=none"]);
+    let o = zonelab(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["config"]["experiment"]["host"]["scheduler"], "none");
+    assert_eq!(v["fsck"]["clean"], true);
+    assert_eq!(v["verify"]["mismatches"], 0);
+    std::fs::remove_file(&out).ok();
+}
+
+#[test]
 fn bad_experiments_are_explained() {
     let exp = experiment();
     let exp = exp.to_str().unwrap();
     let out = temp("bad.json");
     let out = out.to_str().unwrap();
     // The arguments after `run`, and what the error must say.
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
         (
             &[exp, "-o", out, "--set", "fs.policy=nonsense"],
             "unknown policy",
@@ -143,6 +159,10 @@ fn bad_experiments_are_explained() {
                 "fs.options.cold_benefit=some",
             ],
             "use none",
+        ),
+        (
+            &[exp, "--set", "host.scheduler=deadline"],
+            "expected `none` or `mq-deadline`",
         ),
         (&["/nonexistent.toml"], "cannot read experiment"),
     ];

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
-use zonelab_sim::sync::{OneshotReceiver, OneshotSender, oneshot};
+use zonelab_sim::sync::{Notify, OneshotReceiver, OneshotSender, oneshot};
 use zonelab_sim::{Nanos, Sim};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -287,6 +287,8 @@ struct Queued {
     slba: Lba,
     op: QueuedOp,
     issued: Nanos,
+    /// Its place among the zone's queued commands (see [`ZoneQueue::dispatched`]).
+    seq: u64,
     reply: OneshotSender<IoDone>,
 }
 
@@ -301,6 +303,21 @@ enum QueuedOp {
 struct ZoneQueue {
     busy: bool,
     pending: VecDeque<Queued>,
+    /// Commands queued so far, and handed to the device so far.
+    enqueued: u64,
+    dispatched: u64,
+    /// Notified whenever one is handed to the device.
+    on_dispatch: Notify,
+}
+
+impl QueuedOp {
+    /// Whether it writes any of the LBAs `slba .. end` (`from`: where a write starts).
+    fn writes_into(&self, from: Lba, lba_size: u64, slba: u64, end: u64) -> bool {
+        match self {
+            QueuedOp::Write(d) => from.0 < end && slba < from.0 + d.blocks(lba_size),
+            QueuedOp::Compaction { dst, .. } => dst.iter().any(|l| (slba..end).contains(&l.0)),
+        }
+    }
 }
 
 /// The host side of one device: engine, scheduler and the device itself.
@@ -442,6 +459,11 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 return Err(cmd);
             }
             IoCmd::Read { nlb, .. } if *nlb > self.max_transfer_lbas => return Err(cmd),
+            IoCmd::Read { slba, nlb, .. }
+                if self.zone_locking && self.queued_write_into(*slba, *nlb).is_some() =>
+            {
+                return Err(cmd);
+            }
             IoCmd::ZoneCompaction { dst, .. } if self.zone_locking && !dst.is_empty() => {
                 return Err(cmd);
             }
@@ -503,9 +525,43 @@ impl<D: StackDevice + 'static> HostStack<D> {
         })
     }
 
-    /// Zone management and zone-locked writes: their completion is not known when issued.
+    /// The last command still queued behind a zone write lock that writes into `slba ..
+    /// slba + nlb`, as (zone, its place in the zone's queue).
+    fn queued_write_into(&self, slba: Lba, nlb: u64) -> Option<(u32, u64)> {
+        let end = slba.0 + nlb;
+        let zones = self.zones.borrow();
+        let (first, last) = (slba.0 / self.zone_size, (end - 1) / self.zone_size);
+        (first..=last).rev().find_map(|z| {
+            let q = zones.get(&(z as u32))?;
+            q.pending
+                .iter()
+                .rev()
+                .find(|c| c.op.writes_into(c.slba, self.lba_size, slba.0, end))
+                .map(|c| (z as u32, c.seq))
+        })
+    }
+
+    /// Zone management, zone-locked writes, and reads of blocks a zone-locked write or copy
+    /// still queued will write: their completion is not known when issued.
     async fn submit_waiting(self: &Rc<Self>, cmd: IoCmd) -> IoDone {
         let issued = self.sim.now();
+        // A read waits until the queued commands that write its blocks have reached the
+        // device (which then orders the read after them): the block layer's zone write lock
+        // holds writes back, and a read must not overtake them to blocks not yet written.
+        if let IoCmd::Read { slba, nlb, .. } = &cmd
+            && self.zone_locking
+        {
+            while let Some((zone, seq)) = self.queued_write_into(*slba, *nlb) {
+                let dispatched = {
+                    let zones = self.zones.borrow();
+                    let q = &zones[&zone];
+                    (q.dispatched <= seq).then(|| q.on_dispatch.notified())
+                };
+                if let Some(n) = dispatched {
+                    n.await;
+                }
+            }
+        }
         let cmd = match cmd {
             IoCmd::Write { slba, data } if data.blocks(self.lba_size) > self.max_transfer_lbas => {
                 return self.submit_split_write(issued, slba, data).await;
@@ -516,6 +572,14 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 want_data,
             } if nlb > self.max_transfer_lbas => {
                 return self.submit_split_read(issued, slba, nlb, want_data).await;
+            }
+            cmd @ IoCmd::Read { .. } => {
+                let Ok(mut done) = self.dispatch(cmd) else {
+                    unreachable!("no queued write holds the read back any more")
+                };
+                done.issued = issued;
+                self.sim.sleep_until(done.completed).await;
+                return done;
             }
             IoCmd::Write { slba, data } if self.zone_locking => {
                 return self
@@ -670,8 +734,10 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 slba,
                 op,
                 issued,
+                seq: q.enqueued,
                 reply: tx,
             });
+            q.enqueued += 1;
             if q.busy {
                 false
             } else {
@@ -757,6 +823,10 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 c.dispatched += 1;
                 c.merged += requests.len() as u64 - 1;
             });
+            if let Some(q) = self.zones.borrow_mut().get_mut(&zone.0) {
+                q.dispatched += requests.len() as u64;
+                q.on_dispatch.notify_all();
+            }
             let completed = completion.done + self.complete_cost;
             self.sim.sleep_until(completed).await;
             for r in requests {
@@ -858,5 +928,53 @@ mod tests {
         let done = write_at_4(&st).expect("the zone takes writes again");
         // Block 4 is past the zone's write pointer (0 or 1): the device's refusal comes back.
         assert!(done.status.is_err(), "{:?}", done.status);
+    }
+
+    #[test]
+    fn a_read_waits_for_the_queued_write_of_its_blocks() {
+        let (sim, st) = stack(IoScheduler::MqDeadline);
+        let (s, clock) = (st.clone(), sim.clone());
+        let (before, read, other) = sim
+            .block_on(async move {
+                let write = |slba: u64, v: u8| {
+                    let s = s.clone();
+                    clock.spawn(async move {
+                        s.submit(IoCmd::Write {
+                            slba: Lba(slba),
+                            data: OwnedData::Bytes(vec![v; 8 * 4096]),
+                        })
+                        .await
+                    })
+                };
+                // The second write waits behind the first (already at the device) for the
+                // zone's write lock.
+                let first = write(0, 1);
+                clock.sleep(Nanos(1)).await;
+                let second = write(8, 2);
+                clock.sleep(Nanos(1)).await;
+                let before = s.counters().dispatched;
+                let read = |slba: u64| {
+                    let s = s.clone();
+                    clock.spawn(async move {
+                        s.submit(IoCmd::Read {
+                            slba: Lba(slba),
+                            nlb: 8,
+                            want_data: true,
+                        })
+                        .await
+                    })
+                };
+                // Blocks of the queued write: the read goes once the write has reached the
+                // device. Blocks of the first write: at once.
+                let (read, other) = (read(8), read(0));
+                let (read, other) = (read.await, other.await);
+                assert!(first.await.status.is_ok() && second.await.status.is_ok());
+                (before, read, other)
+            })
+            .unwrap();
+        assert_eq!(before, 1, "one write in flight, one queued");
+        assert_eq!(read.data.expect("data").bytes, vec![2; 8 * 4096]);
+        assert_eq!(other.data.expect("data").bytes, vec![1; 8 * 4096]);
+        assert!(other.submitted < read.submitted && read.issued == other.issued);
     }
 }

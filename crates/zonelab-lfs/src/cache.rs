@@ -4,7 +4,9 @@
 //! Lookups go through hash maps with a fixed hasher (runs stay deterministic); the eviction
 //! order is an intrusive doubly-linked list of the clean entries, so a use, a dirtying and an
 //! eviction each cost O(1). A dirty entry is off the list (it cannot be evicted); when
-//! writeback cleans it, it goes back at the most recently used end.
+//! writeback cleans it, it stays off the list until its write completes (Linux keeps pages
+//! under writeback in the page cache: a read meanwhile finds the page, not a block the device
+//! has not written yet), then goes back at the most recently used end.
 
 use crate::ondisk::{BLOCK, Nid, Node};
 use crate::vfs::Ino;
@@ -40,17 +42,32 @@ enum Key {
 type Link = u32;
 const NONE: Link = u32::MAX;
 
+/// A write in flight of a cached page or node, taken by [`Cache::take_dirty`] or
+/// [`Cache::take_dirty_node`]: the entry stays resident until [`Cache::end_writeback`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnderWriteback {
+    key: Key,
+    /// The entry's generation: an entry dropped and cached again is not pinned by the old
+    /// entry's writes.
+    generation: u64,
+}
+
 struct Page {
     data: PageData,
     dirty: bool,
     /// Dirty with no block on the device yet (holds a space reservation).
     fresh: bool,
+    /// Writes of it in flight.
+    writeback: u32,
+    generation: u64,
     link: Link,
 }
 
 struct CachedNode {
     node: Node,
     dirty: bool,
+    writeback: u32,
+    generation: u64,
     link: Link,
 }
 
@@ -156,6 +173,8 @@ pub struct Cache {
     dirty_nodes: BTreeSet<Nid>,
     /// The dirty nodes of each inode (by the owner in their footers), for fsync.
     dirty_nodes_of: FxHashMap<u32, BTreeSet<Nid>>,
+    /// Generations handed to entries as they are cached.
+    generations: u64,
 }
 
 impl Cache {
@@ -174,7 +193,13 @@ impl Cache {
             nfresh: 0,
             dirty_nodes: BTreeSet::new(),
             dirty_nodes_of: FxHashMap::default(),
+            generations: 0,
         }
+    }
+
+    fn next_generation(&mut self) -> u64 {
+        self.generations += 1;
+        self.generations
     }
 
     pub fn limit(&self) -> usize {
@@ -196,7 +221,7 @@ impl Cache {
     /// A copy of a cached page, marking it recently used.
     pub fn page(&mut self, ino: Ino, idx: u64) -> Option<PageData> {
         let p = self.pages.get_mut(&ino)?.get_mut(&idx)?;
-        if !p.dirty {
+        if p.link != NONE {
             p.link = self.lru.touch(p.link, Key::Page(ino, idx));
         }
         Some(p.data.clone())
@@ -260,7 +285,7 @@ impl Cache {
                     p.link = NONE;
                     p.dirty = true;
                     p.fresh |= dirty && fresh;
-                } else {
+                } else if p.link != NONE {
                     p.link = self.lru.touch(p.link, Key::Page(ino, idx));
                 }
                 was_fresh
@@ -271,12 +296,15 @@ impl Cache {
                 } else {
                     self.lru.push_back(Key::Page(ino, idx))
                 };
+                self.generations += 1;
                 file.insert(
                     idx,
                     Page {
                         data,
                         dirty,
                         fresh: dirty && fresh,
+                        writeback: 0,
+                        generation: self.generations,
                         link,
                     },
                 );
@@ -299,7 +327,9 @@ impl Cache {
     }
 
     /// The data of a dirty page, which becomes clean (writeback has taken it).
-    pub fn take_dirty(&mut self, ino: Ino, idx: u64) -> Option<PageData> {
+    /// A dirty page's contents for writing: the page is clean and under writeback from now
+    /// until [`Cache::end_writeback`].
+    pub fn take_dirty(&mut self, ino: Ino, idx: u64) -> Option<(PageData, UnderWriteback)> {
         let p = self.pages.get_mut(&ino)?.get_mut(&idx)?;
         if !p.dirty {
             return None;
@@ -309,10 +339,42 @@ impl Cache {
             p.fresh = false;
             self.nfresh -= 1;
         }
-        p.link = self.lru.push_back(Key::Page(ino, idx));
+        p.writeback += 1;
+        let w = UnderWriteback {
+            key: Key::Page(ino, idx),
+            generation: p.generation,
+        };
         let d = p.data.clone();
         self.clear_dirty(ino, idx);
-        Some(d)
+        Some((d, w))
+    }
+
+    /// A write taken by [`Cache::take_dirty`] or [`Cache::take_dirty_node`] completed: the
+    /// entry may be evicted again once no other write of it is in flight and it is clean.
+    pub fn end_writeback(&mut self, w: UnderWriteback) {
+        let (writeback, dirty, link, generation) = match w.key {
+            Key::Page(ino, idx) => {
+                let Some(p) = self.pages.get_mut(&ino).and_then(|f| f.get_mut(&idx)) else {
+                    return;
+                };
+                (&mut p.writeback, p.dirty, &mut p.link, p.generation)
+            }
+            Key::Node(nid) => {
+                let Some(n) = self.nodes.get_mut(&nid) else {
+                    return;
+                };
+                (&mut n.writeback, n.dirty, &mut n.link, n.generation)
+            }
+        };
+        if generation != w.generation {
+            return;
+        }
+        assert!(*writeback > 0, "{:?}: more writes ended than began", w.key);
+        *writeback -= 1;
+        if *writeback == 0 && !dirty {
+            debug_assert_eq!(*link, NONE);
+            *link = self.lru.push_back(w.key);
+        }
     }
 
     /// New dirty pages (no device block yet) of an inode.
@@ -386,7 +448,7 @@ impl Cache {
         let Some(n) = self.nodes.get_mut(&nid) else {
             return false;
         };
-        if !n.dirty {
+        if n.link != NONE {
             n.link = self.lru.touch(n.link, Key::Node(nid));
         }
         true
@@ -400,7 +462,7 @@ impl Cache {
                     self.lru.unlink(n.link);
                     n.link = NONE;
                     n.dirty = true;
-                } else {
+                } else if n.link != NONE {
                     n.link = self.lru.touch(n.link, Key::Node(nid));
                 }
             }
@@ -410,7 +472,17 @@ impl Cache {
                 } else {
                     self.lru.push_back(Key::Node(nid))
                 };
-                self.nodes.insert(nid, CachedNode { node, dirty, link });
+                let generation = self.next_generation();
+                self.nodes.insert(
+                    nid,
+                    CachedNode {
+                        node,
+                        dirty,
+                        writeback: 0,
+                        generation,
+                        link,
+                    },
+                );
             }
         }
         if dirty {
@@ -469,16 +541,22 @@ impl Cache {
     }
 
     /// A copy of a dirty node, which becomes clean.
-    pub fn take_dirty_node(&mut self, nid: Nid) -> Option<Node> {
+    /// A dirty node for writing: clean and under writeback from now until
+    /// [`Cache::end_writeback`].
+    pub fn take_dirty_node(&mut self, nid: Nid) -> Option<(Node, UnderWriteback)> {
         let n = self.nodes.get_mut(&nid)?;
         if !n.dirty {
             return None;
         }
         n.dirty = false;
-        n.link = self.lru.push_back(Key::Node(nid));
+        n.writeback += 1;
+        let w = UnderWriteback {
+            key: Key::Node(nid),
+            generation: n.generation,
+        };
         let node = n.node.clone();
         self.unmark_node_dirty(nid, node.footer.ino);
-        Some(node)
+        Some((node, w))
     }
 
     pub fn drop_node(&mut self, nid: Nid) {
@@ -502,7 +580,10 @@ impl Cache {
                 Key::Page(i, x) => {
                     let file = self.pages.get_mut(&i).expect("listed page is resident");
                     let p = file.remove(&x).expect("listed page is resident");
-                    assert!(!p.dirty, "dirty page {i}:{x} on the clean LRU");
+                    assert!(
+                        !p.dirty && p.writeback == 0,
+                        "page {i}:{x} on the LRU is dirty or under writeback"
+                    );
                     if file.is_empty() {
                         self.pages.remove(&i);
                     }
@@ -510,7 +591,10 @@ impl Cache {
                 }
                 Key::Node(n) => {
                     let c = self.nodes.remove(&n).expect("listed node is resident");
-                    assert!(!c.dirty, "dirty node {n} on the clean LRU");
+                    assert!(
+                        !c.dirty && c.writeback == 0,
+                        "node {n} on the LRU is dirty or under writeback"
+                    );
                 }
             }
         }
@@ -537,11 +621,51 @@ mod tests {
         c.limit = 1;
         c.shrink();
         assert!(c.has_page(1, 1) && c.resident() == 1);
-        // Cleaned by writeback, it becomes evictable.
-        assert_eq!(c.take_dirty(1, 1), Some(PageData::Fp(11)));
+        // Cleaned by writeback, it becomes evictable once its write completes.
+        let (data, w) = c.take_dirty(1, 1).expect("dirty");
+        assert_eq!(data, PageData::Fp(11));
         c.limit = 0;
         c.shrink();
+        assert_eq!(c.resident(), 1, "under writeback: kept");
+        c.end_writeback(w);
+        c.shrink();
         assert_eq!(c.resident(), 0);
+    }
+
+    #[test]
+    fn a_page_written_twice_stays_until_both_writes_end() {
+        let mut c = Cache::new(0);
+        c.put_page(1, 0, PageData::Fp(1), true);
+        let (_, first) = c.take_dirty(1, 0).expect("dirty");
+        // Changed and written again while the first write is in flight.
+        c.put_page(1, 0, PageData::Fp(2), true);
+        let (_, second) = c.take_dirty(1, 0).expect("dirty again");
+        c.end_writeback(first);
+        c.shrink();
+        assert_eq!(
+            c.page(1, 0),
+            Some(PageData::Fp(2)),
+            "second write in flight"
+        );
+        c.end_writeback(second);
+        c.shrink();
+        assert!(!c.has_page(1, 0));
+    }
+
+    #[test]
+    fn a_write_of_a_dropped_page_does_not_pin_its_successor() {
+        let mut c = Cache::new(0);
+        c.put_page(3, 7, PageData::Fp(1), true);
+        let (_, old) = c.take_dirty(3, 7).expect("dirty");
+        c.drop_inode_pages(3);
+        // Cached again (a new file at that inode number, say), clean.
+        c.put_page(3, 7, PageData::Fp(9), false);
+        c.end_writeback(old);
+        c.shrink();
+        assert!(
+            !c.has_page(3, 7),
+            "the old write neither pinned nor unbalanced it"
+        );
     }
 
     #[test]
@@ -580,9 +704,12 @@ mod tests {
         c.shrink();
         assert!(!c.has_page(1, 0) && c.node(5).is_some() && c.node(6).is_some());
         assert_eq!(c.dirty_nodes().collect::<Vec<_>>(), vec![6]);
-        assert!(c.take_dirty_node(6).is_some());
+        let (_, w) = c.take_dirty_node(6).expect("dirty");
         c.dirty_node(5);
         c.limit = 1;
+        c.shrink();
+        assert!(c.node(6).is_some(), "under writeback");
+        c.end_writeback(w);
         c.shrink();
         assert!(c.node(6).is_none() && c.node(5).is_some());
     }

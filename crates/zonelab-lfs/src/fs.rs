@@ -6,7 +6,7 @@
 //! call holds a share, a checkpoint takes it whole so it blocks writers), `ns_lock` (directory
 //! changes), and per-inode locks for writes and truncation.
 
-use crate::cache::{Cache, PageData};
+use crate::cache::{Cache, PageData, UnderWriteback};
 use crate::dev::{Dev, Devices, Traffic, TrafficBytes, join_all};
 use crate::layout::{DeviceShape, FormatOptions, Layout, plan};
 use crate::ondisk::{
@@ -1443,7 +1443,9 @@ impl Fs {
 
     /// Writes back dirty data pages (all, or only down to the background threshold when
     /// `partial`), then nothing else: nodes go at checkpoints and fsync.
+    /// The files' writes are issued one file after another and waited for together at the end.
     pub(crate) async fn writeback(&self, partial: bool) -> FsResult<()> {
+        let mut in_flight = Vec::new();
         loop {
             let target = {
                 let st = self.inner.st.borrow();
@@ -1451,21 +1453,39 @@ impl Fs {
                     && st.cache.dirty_pages() as f64
                         <= self.inner.opts.dirty_background_ratio * st.cache.limit() as f64 / 2.0
                 {
-                    return Ok(());
+                    None
+                } else {
+                    st.cache.oldest_dirty_inode()
                 }
-                st.cache.oldest_dirty_inode()
             };
-            let Some(ino) = target else { return Ok(()) };
+            let Some(ino) = target else {
+                return join_all(in_flight).await;
+            };
             // Under the file's lock, so a concurrent unlink cannot free it halfway (and its
             // node tree cannot grow again after truncation).
             let lock = self.inode_lock(ino);
             let _l = lock.lock().await;
-            self.write_inode_pages(ino, None).await?;
+            in_flight.extend(self.issue_inode_pages(ino, None).await?);
         }
     }
 
-    /// Writes the dirty data pages of `ino` (only `only` if given) to its data log.
+    /// Writes the dirty data pages of `ino` (only `only` if given) to its data log and waits
+    /// for the writes.
     pub(crate) async fn write_inode_pages(&self, ino: Ino, only: Option<&[u64]>) -> FsResult<()> {
+        let writes = self.issue_inode_pages(ino, only).await?;
+        join_all(writes).await
+    }
+
+    /// Takes blocks in its data log for the dirty data pages of `ino` (only `only` if given)
+    /// and hands their writes to the device; returns the writes in flight. The caller waits
+    /// for them when it must (fsync, a checkpoint), not file by file: Linux's writeback and
+    /// F2FS's cleaning (move_data_page into a merged bio) submit the pages of one file after
+    /// another without waiting for the device in between.
+    async fn issue_inode_pages(
+        &self,
+        ino: Ino,
+        only: Option<&[u64]>,
+    ) -> FsResult<Vec<zonelab_sim::JoinHandle<FsResult<()>>>> {
         let (idxs, kind) = {
             let st = self.inner.st.borrow();
             let idxs: Vec<u64> = match only {
@@ -1479,7 +1499,7 @@ impl Fs {
             (idxs, kind)
         };
         if idxs.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let kind = match kind {
             Some(k) => k,
@@ -1508,7 +1528,7 @@ impl Fs {
                 for &idx in chunk {
                     match self.map_path(ino, idx, true).await {
                         // Deleted meanwhile: its pages went with it.
-                        Err(FsError::NotFound) => return Ok(()),
+                        Err(FsError::NotFound) => return Ok(handles),
                         r => paths.push(r?.expect("created")),
                     }
                 }
@@ -1528,9 +1548,9 @@ impl Fs {
             let st = &mut *st;
             let zone_size = st.segs.layout.sb.zone_size;
             let zoned_base = st.segs.layout.zoned_base() as BlkAddr;
-            let mut run: Option<(BlkAddr, Vec<PageData>)> = None;
+            let mut run: Option<(BlkAddr, Vec<PageData>, Vec<UnderWriteback>)> = None;
             for (&idx, &(nid, slot)) in chunk.iter().zip(&paths) {
-                let Some(data) = st.cache.take_dirty(ino, idx) else {
+                let Some((data, w)) = st.cache.take_dirty(ino, idx) else {
                     continue;
                 };
                 let new = self.take_block(st, temp)?;
@@ -1560,27 +1580,28 @@ impl Fs {
                 );
                 match &mut run {
                     // A run stays inside one zone (the next zone may start right after).
-                    Some((start, v))
+                    Some((start, v, ws))
                         if *start + v.len() as BlkAddr == new
                             && !((new - zoned_base) as u64).is_multiple_of(zone_size)
                             && v.len() < 128 =>
                     {
-                        v.push(data)
+                        v.push(data);
+                        ws.push(w);
                     }
                     _ => {
-                        if let Some((start, v)) = run.take() {
-                            handles.push(self.inner.dev.write(start as u64, pages_data(v), class));
+                        if let Some((start, v, ws)) = run.take() {
+                            handles.push(self.write_back(start, pages_data(v), class, ws));
                         }
-                        run = Some((new, vec![data]));
+                        run = Some((new, vec![data], vec![w]));
                     }
                 }
             }
-            if let Some((start, v)) = run.take() {
-                handles.push(self.inner.dev.write(start as u64, pages_data(v), class));
+            if let Some((start, v, ws)) = run.take() {
+                handles.push(self.write_back(start, pages_data(v), class, ws));
             }
             self.issue_zone_jobs(st);
         }
-        join_all(handles).await
+        Ok(handles)
     }
 
     /// Writes every dirty node (all, or those of one inode for fsync) to the node logs.
@@ -1621,7 +1642,7 @@ impl Fs {
                     .and_then(|n| n.inode())
                     .is_some_and(|i| i.kind == FileKind::Dir)
             };
-            let Some(node) = st.cache.take_dirty_node(nid) else {
+            let Some((node, w)) = st.cache.take_dirty_node(nid) else {
                 continue;
             };
             // Nodes an fsync writes all go to the warm node log, the chain roll-forward walks.
@@ -1644,14 +1665,31 @@ impl Fs {
             };
             n.footer.next = st.segs.peek_next(temp);
             let bytes = n.encode();
-            handles.push(
-                self.inner
-                    .dev
-                    .write(new as u64, OwnedData::Bytes(bytes), Traffic::Node),
-            );
+            handles.push(self.write_back(new, OwnedData::Bytes(bytes), Traffic::Node, vec![w]));
             self.issue_zone_jobs(st);
         }
         join_all(handles).await
+    }
+
+    /// Hands the device the write of cached pages or nodes `written` (taken from the cache
+    /// for it) at `addr`; they stay resident until the write completes.
+    fn write_back(
+        &self,
+        addr: BlkAddr,
+        data: OwnedData,
+        class: Traffic,
+        written: Vec<UnderWriteback>,
+    ) -> zonelab_sim::JoinHandle<FsResult<()>> {
+        let write = self.inner.dev.write(addr as u64, data, class);
+        let fs = self.clone();
+        self.inner.sim.spawn(async move {
+            let r = write.await;
+            let mut st = fs.inner.st.borrow_mut();
+            for w in written {
+                st.cache.end_writeback(w);
+            }
+            r
+        })
     }
 
     // ---- inode lifetime ----
@@ -2246,8 +2284,11 @@ impl Fs {
             }
         }
         let t_read = self.inner.sim.now();
-        // Write phase: under each file's lock, blocks still at their victim address move.
+        // Write phase: under each file's lock, blocks still at their victim address move. The
+        // writes are issued file after file (F2FS's move_data_page adds each page to a merged
+        // bio and goes on); the checkpoint phase waits for them.
         let mut moved = 0u64;
+        let mut writes = Vec::new();
         for (ino, v) in data {
             let lock = self.inode_lock(ino);
             let _l = lock.lock().await;
@@ -2269,7 +2310,7 @@ impl Fs {
                 idxs.push(idx);
             }
             moved += idxs.len() as u64;
-            self.write_inode_pages(ino, Some(&idxs)).await?;
+            writes.extend(self.issue_inode_pages(ino, Some(&idxs)).await?);
         }
         // IZC: the device copies what is left (seed 000 §3.2.1 "Copy Offloading"); the host
         // does not wait for it before the checkpoint.
@@ -2288,8 +2329,9 @@ impl Fs {
             st.segs.cleaning = None;
         }
         // Checkpoint phase: makes the moves durable; the zone is then reset and free. It waits
-        // for the device's copies to complete first (the paper counts that wait in the
-        // checkpoint phase, §4.1 Fig. 6).
+        // for the moved blocks' writes and the device's copies to complete first (the paper
+        // counts that wait in the checkpoint phase, §4.1 Fig. 6).
+        join_all(writes).await?;
         if let Some(h) = copying {
             h.await?;
         }
