@@ -214,9 +214,10 @@ impl Cfg {
             // Room for the zones and the metadata zones `zonelab run` adds.
             format!("device.set.blocks_per_plane={}", (zones + 64).max(544)),
             format!("device.set.pcie_lanes={}", self.lanes),
-            // A segment's valid bitmap fits one SIT block up to 16 Ki blocks (64 MiB): larger
-            // zones (64 chips) are sections of several segments, as F2FS's are.
-            format!("fs.segs_per_zone={}", n.div_ceil(32)),
+            // F2FS's 2 MiB segments, a zone a section of them: the authors' F2FS cleans a
+            // section segment by segment and sends one zone_compaction per segment (its
+            // gc_info_buf holds two LBAs per block of one segment in a 4 KiB page: 512 blocks).
+            format!("fs.segs_per_zone={n}"),
             format!("host.dram=\"{}MiB\"", sc.zones),
             format!("fs.utilization={}", self.util as f64 / 100.0),
             format!("workload.kind={kind}"),

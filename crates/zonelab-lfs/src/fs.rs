@@ -159,6 +159,20 @@ pub struct CompactionTime {
     pub checkpoint: Nanos,
 }
 
+/// What cleaning one segment of a victim did ([`Fs::clean_segment`]).
+struct SegmentCleaning {
+    /// Time in its phases.
+    init: Nanos,
+    read: Nanos,
+    write: Nanos,
+    /// Blocks it moved (host writes and device copies).
+    moved: u64,
+    /// The host's writes of the moved blocks, in flight.
+    writes: Vec<zonelab_sim::JoinHandle<FsResult<()>>>,
+    /// The device's copy (IZC), in flight.
+    copy: Option<zonelab_sim::JoinHandle<FsResult<()>>>,
+}
+
 /// File-system counters.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct FsStats {
@@ -2076,19 +2090,20 @@ impl Fs {
         // Writes to the victim still on their way complete first (it just filled, or a log
         // just left it).
         self.inner.dev.quiesce(layout.zone_start(z)).await;
-        // Init: the victim's summary blocks, and its valid blocks' owners.
+        // Init: the summary blocks of the victim's segments, read ahead together (F2FS's
+        // do_garbage_collect reads a section's SSA blocks ahead before its segments).
         let first_seg = z * layout.sb.segs_per_zone;
-        for s in 0..layout.sb.segs_per_zone {
-            let seg = first_seg + s;
-            self.inner
-                .dev
-                .read(
-                    layout.ssa_block(seg, 0),
-                    layout.sb.ssa_per_seg as u64,
-                    Traffic::Meta,
-                )
-                .await?;
-        }
+        let summaries = (first_seg..first_seg + layout.sb.segs_per_zone)
+            .map(|seg| {
+                let fs = self.clone();
+                let at = layout.ssa_block(seg, 0);
+                let n = layout.sb.ssa_per_seg as u64;
+                self.inner
+                    .sim
+                    .spawn(async move { fs.inner.dev.read(at, n, Traffic::Meta).await.map(|_| ()) })
+            })
+            .collect();
+        join_all(summaries).await?;
         let valid: Vec<(BlkAddr, Summary)> = {
             let st = self.inner.st.borrow();
             (0..layout.blocks_per_zone)
@@ -2107,22 +2122,6 @@ impl Fs {
             (Migration::InStorage(c), VictimKind::Data) => Some(c),
             _ => None,
         };
-        // Read the nodes cleaning needs all at once, as F2FS's gc_data_segment and
-        // gc_node_segment read them ahead (their phase 0) before they move any block: the
-        // owners of the victim's data blocks, and its node blocks when the host copies them.
-        // The loops below then find them cached instead of reading them one at a time.
-        let owners: BTreeSet<Nid> = {
-            let st = self.inner.st.borrow();
-            valid
-                .iter()
-                .filter(|&&(a, sum)| {
-                    in_storage.is_none() || st.nat.entries[sum.nid as usize].addr != a
-                })
-                .map(|&(_, sum)| sum.nid)
-                .filter(|&nid| st.cache.node(nid).is_none())
-                .collect()
-        };
-        self.read_nodes_at_once(owners).await?;
         // N_node + N_meta of HSR's C_SC (seed 000 §3.3.2), counted for alpha below: the owner
         // nodes of the moved data blocks (each rewritten), the NAT blocks of the moved nodes
         // and of those owners (their addresses change), the SIT blocks of the segments the
@@ -2150,6 +2149,100 @@ impl Fs {
                 + (valid.len() as u64).div_ceil(SSA_PER_BLOCK as u64)
                 + 2
         };
+        // The victim's segments one after another, each through its phases (F2FS's
+        // gc_data_segment and gc_node_segment run per segment: read ahead, wait, move), the
+        // times of each phase summed over them.
+        let mut time = CompactionTime {
+            init: self.inner.sim.now() - t0,
+            ..CompactionTime::default()
+        };
+        let mut moved = 0u64;
+        let mut writes = Vec::new();
+        let mut copies = Vec::new();
+        let bps = layout.sb.blocks_per_seg;
+        for s in 0..layout.sb.segs_per_zone {
+            let seg = self
+                .clean_segment(z, s * bps..(s + 1) * bps, in_storage)
+                .await?;
+            time.init += seg.init;
+            time.read += seg.read;
+            time.write += seg.write;
+            moved += seg.moved;
+            writes.extend(seg.writes);
+            copies.extend(seg.copy);
+        }
+        let t_write = self.inner.sim.now();
+        {
+            let mut st = self.inner.st.borrow_mut();
+            st.segs.zones[z as usize] = ZoneUse::Prefree;
+            st.segs.cleaning = None;
+        }
+        // Checkpoint phase: makes the moves durable; the zone is then reset and free. It waits
+        // for the moved blocks' writes and the device's copies to complete first (the paper
+        // counts that wait in the checkpoint phase, §4.1 Fig. 6).
+        join_all(writes).await?;
+        join_all(copies).await?;
+        let _all = self.inner.cp_lock.acquire(CP_SHARES).await;
+        self.checkpoint_locked().await?;
+        drop(_all);
+        time.checkpoint = self.inner.sim.now() - t_write;
+        let mut st = self.inner.st.borrow_mut();
+        // HSR's alpha (seed 000 §3.3.2): `modified_meta` per block moved. (The checkpoint's
+        // own writes also carry nodes other calls dirtied, so they are not counted.) Node
+        // victims are profiled apart: their moves update no node (VictimKind).
+        if let Some(th) = &mut st.segs.threaded {
+            th.hsr
+                .observe_alpha(kind, modified_meta, valid.len() as u64);
+        }
+        st.stats.zones_cleaned += 1;
+        if in_storage.is_some() {
+            st.stats.zones_cleaned_in_device += 1;
+        }
+        st.stats.blocks_moved += moved;
+        if foreground {
+            st.stats.foreground_cleanings += 1;
+        } else {
+            st.stats.background_cleanings += 1;
+        }
+        st.stats.compaction.push(time);
+        Ok(true)
+    }
+
+    /// Cleans the blocks `offs` (one segment) of victim zone `z`: reads the nodes it needs
+    /// ahead, then the data blocks the host copies that are not cached, and issues their
+    /// writes (node blocks are dirtied for the checkpoint); with `in_storage` (IZC) the device
+    /// copies the rest with one zone_compaction per destination zone, not waited for here.
+    async fn clean_segment(
+        &self,
+        z: u32,
+        offs: std::ops::Range<u32>,
+        in_storage: Option<InStorage>,
+    ) -> FsResult<SegmentCleaning> {
+        let t0 = self.inner.sim.now();
+        let valid: Vec<(BlkAddr, Summary)> = {
+            let st = self.inner.st.borrow();
+            offs.clone()
+                .map(|off| st.segs.layout.addr(z, off))
+                .filter(|&a| st.segs.is_valid(a))
+                .map(|a| (a, st.segs.owner(a)))
+                .collect()
+        };
+        // Read the nodes cleaning needs all at once, as F2FS's gc_data_segment and
+        // gc_node_segment read them ahead (their phase 0) before they move any block: the
+        // owners of the segment's data blocks, and its node blocks when the host copies them.
+        // The loops below then find them cached instead of reading them one at a time.
+        let owners: BTreeSet<Nid> = {
+            let st = self.inner.st.borrow();
+            valid
+                .iter()
+                .filter(|&&(a, sum)| {
+                    in_storage.is_none() || st.nat.entries[sum.nid as usize].addr != a
+                })
+                .map(|&(_, sum)| sum.nid)
+                .filter(|&nid| st.cache.node(nid).is_none())
+                .collect()
+        };
+        self.read_nodes_at_once(owners).await?;
         // Owners: node blocks are rewritten by dirtying them; data blocks are read into the
         // page cache and written to the cold data log. With IZC only the blocks the host
         // writes are handled here (seed 000 §3.2.1 "Cached Page Handling" and §4.1): dirty
@@ -2314,56 +2407,23 @@ impl Fs {
         }
         // IZC: the device copies what is left (seed 000 §3.2.1 "Copy Offloading"); the host
         // does not wait for it before the checkpoint.
-        let copying = match in_storage {
+        let copy = match in_storage {
             None => None,
             Some(c) => {
-                let (handle, n) = self.copy_in_device(z, c).await?;
+                let (handle, n) = self.copy_in_device(z, offs, c).await?;
                 moved += n;
                 Some(handle)
             }
         };
         let t_write = self.inner.sim.now();
-        {
-            let mut st = self.inner.st.borrow_mut();
-            st.segs.zones[z as usize] = ZoneUse::Prefree;
-            st.segs.cleaning = None;
-        }
-        // Checkpoint phase: makes the moves durable; the zone is then reset and free. It waits
-        // for the moved blocks' writes and the device's copies to complete first (the paper
-        // counts that wait in the checkpoint phase, §4.1 Fig. 6).
-        join_all(writes).await?;
-        if let Some(h) = copying {
-            h.await?;
-        }
-        let _all = self.inner.cp_lock.acquire(CP_SHARES).await;
-        self.checkpoint_locked().await?;
-        drop(_all);
-        let t_cp = self.inner.sim.now();
-        let mut st = self.inner.st.borrow_mut();
-        // HSR's alpha (seed 000 §3.3.2): `modified_meta` per block moved. (The checkpoint's
-        // own writes also carry nodes other calls dirtied, so they are not counted.) Node
-        // victims are profiled apart: their moves update no node (VictimKind).
-        if let Some(th) = &mut st.segs.threaded {
-            th.hsr
-                .observe_alpha(kind, modified_meta, valid.len() as u64);
-        }
-        st.stats.zones_cleaned += 1;
-        if in_storage.is_some() {
-            st.stats.zones_cleaned_in_device += 1;
-        }
-        st.stats.blocks_moved += moved;
-        if foreground {
-            st.stats.foreground_cleanings += 1;
-        } else {
-            st.stats.background_cleanings += 1;
-        }
-        st.stats.compaction.push(CompactionTime {
+        Ok(SegmentCleaning {
             init: t_init - t0,
             read: t_read - t_init,
             write: t_write - t_read,
-            checkpoint: t_cp - t_write,
-        });
-        Ok(true)
+            moved,
+            writes,
+            copy,
+        })
     }
 
     /// Makes the nodes `nids` resident, reading all that are not cached at once (F2FS reads
@@ -2396,6 +2456,7 @@ impl Fs {
     async fn copy_in_device(
         &self,
         z: u32,
+        offs: std::ops::Range<u32>,
         copy: InStorage,
     ) -> FsResult<(zonelab_sim::JoinHandle<FsResult<()>>, u64)> {
         loop {
@@ -2404,7 +2465,7 @@ impl Fs {
             let missing = {
                 let st = self.inner.st.borrow();
                 let layout = &st.segs.layout;
-                (0..layout.blocks_per_zone)
+                offs.clone()
                     .map(|off| layout.addr(z, off))
                     .filter(|&a| st.segs.is_valid(a))
                     .filter(|&a| st.nat.entries[st.segs.owner(a).nid as usize].addr != a)
@@ -2426,7 +2487,7 @@ impl Fs {
         let layout = st.segs.layout.clone();
         let mut data_src: Vec<(BlkAddr, Summary)> = Vec::new();
         let mut node_src: Vec<(BlkAddr, Summary)> = Vec::new();
-        for off in 0..layout.blocks_per_zone {
+        for off in offs {
             let a = layout.addr(z, off);
             if !st.segs.is_valid(a) {
                 continue;

@@ -380,6 +380,46 @@ fn internal_zone_compaction_moves_blocks_in_the_device() {
     assert!(copybacks[1] > 0.5, "CAB copyback share: {copybacks:?}");
 }
 
+/// A zone of several segments is cleaned segment by segment, as F2FS cleans a section: with
+/// IZC one zone_compaction per segment (the published ZNS+ F2FS sends one per
+/// gc_data_segment call); host copy and IZC both read back and check clean.
+#[test]
+fn cleaning_goes_segment_by_segment() {
+    let format = FormatOptions {
+        segs_per_zone: 4,
+        ..FormatOptions::default()
+    };
+    let (sim, stack) = small_device(PayloadMode::Fingerprint);
+    let st = overwrite_and_clean_formatted(
+        sim,
+        Devices::from(stack),
+        PayloadMode::Fingerprint,
+        Box::new(F2fs),
+        format,
+    );
+    assert!(st.zones_cleaned > 0, "{st:?}");
+    let (sim, stack) = small_device(PayloadMode::Fingerprint);
+    let copy = InStorage {
+        cached: CachedPages::Device,
+        allocation: Allocation::CopybackAware,
+    };
+    let st = overwrite_and_clean_formatted(
+        sim,
+        Devices::from(stack.clone()),
+        PayloadMode::Fingerprint,
+        Box::new(Izc { copy }),
+        format,
+    );
+    let plus = stack.device().borrow().zoned().unwrap().znsplus_counters();
+    assert!(st.zones_cleaned_in_device > 0, "{st:?}");
+    assert!(
+        plus.compactions >= 2 * st.zones_cleaned_in_device,
+        "{} zone_compactions for {} zones of 4 segments",
+        plus.compactions,
+        st.zones_cleaned_in_device
+    );
+}
+
 #[test]
 fn cleaning_works_with_the_metadata_on_a_companion_device() {
     let (sim, devices) = small_device_with_companion(PayloadMode::Fingerprint, &[]);
@@ -409,10 +449,23 @@ fn overwrite_and_clean(
     payload: PayloadMode,
     policy: Box<dyn Policy>,
 ) -> crate::fs::FsStats {
+    overwrite_and_clean_formatted(sim, stack, payload, policy, FormatOptions::default())
+}
+
+/// [`overwrite_and_clean`] on a file system formatted with `format`.
+fn overwrite_and_clean_formatted(
+    sim: Sim,
+    stack: Devices,
+    payload: PayloadMode,
+    policy: Box<dyn Policy>,
+    format: FormatOptions,
+) -> crate::fs::FsStats {
     {
         let s = sim.clone();
         run(&sim, async move {
-            let fs = format_with(&s, &stack, policy).await;
+            let fs = Fs::mkfs(s.clone(), stack.clone(), format, opts(), policy)
+                .await
+                .expect("mkfs");
             let cap = fs.statfs().blocks;
             // 80% of the capacity in 64 KiB files, then rewrite random files many times.
             let files = (cap * 8 / 10 / 16) as usize;

@@ -17,7 +17,8 @@ use crate::vfs::{FsError, FsResult};
 /// Options of `mkfs` that shape the layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FormatOptions {
-    /// Segments per zone (1: a segment is a whole zone, as in the ZNS+ evaluation).
+    /// Segments per zone (1: a segment is a whole zone; F2FS's segments are 2 MiB, a zone a
+    /// section of them).
     pub segs_per_zone: u32,
     /// Node ids per main-area block (NAT size = main blocks / this); 4 gives room for one
     /// inode per 16 KiB of capacity.
