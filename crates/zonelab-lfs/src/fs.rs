@@ -1456,8 +1456,8 @@ impl Fs {
     }
 
     /// Writes back dirty data pages (all, or only down to the background threshold when
-    /// `partial`), then nothing else: nodes go at checkpoints and fsync.
-    /// The files' writes are issued one file after another and waited for together at the end.
+    /// `partial`), then nothing else: nodes go at checkpoints and fsync. The files' writes are
+    /// issued one file after another and waited for together at the end.
     pub(crate) async fn writeback(&self, partial: bool) -> FsResult<()> {
         let mut in_flight = Vec::new();
         loop {
@@ -2446,8 +2446,8 @@ impl Fs {
         Ok(())
     }
 
-    /// IZC's copy offloading (seed 000 §3.2.1) of a data victim: every block still valid in
-    /// victim `z`, except dirty nodes (the checkpoint writes those; node blocks are here only
+    /// IZC's copy offloading (seed 000 §3.2.1) of a data victim: every block still valid at
+    /// offsets `offs` (a segment) of victim `z`, except dirty nodes (the checkpoint writes those; node blocks are here only
     /// in a zone no log has written since mount, whose kind is not known), gets a destination
     /// in the cold data or cold node log and is copied there by the device with one
     /// zone_compaction per destination zone. Node pointers and NAT entries are repointed at
