@@ -26,7 +26,7 @@
 use crate::durability::{PowerCutReport, UndoLog};
 use crate::ftl::{FtlCounters, PageFtl};
 use crate::payload::{DataStore, PayloadMode, ReadData, WriteData};
-use crate::profile::{NamespaceKind, WriteCompletion};
+use crate::profile::NamespaceKind;
 use crate::status::NvmeStatus;
 use crate::write_buffer::WriteBuffer;
 use crate::zns::{Completion, DeviceCounters};
@@ -258,10 +258,7 @@ impl ConventionalDevice {
                 programmed = programmed.max(self.buffer_block(now, in_buffer, lba));
             }
         }
-        let done = match c.write_completion {
-            WriteCompletion::Buffered => in_buffer,
-            WriteCompletion::Programmed => programmed,
-        };
+        let done = c.write_completion.completes_at(in_buffer, programmed);
         Completion {
             done: done + c.cq_post.0,
             status: Ok(None),

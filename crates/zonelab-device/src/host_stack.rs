@@ -552,13 +552,13 @@ impl<D: StackDevice + 'static> HostStack<D> {
             && self.zone_locking
         {
             while let Some((zone, seq)) = self.queued_write_into(*slba, *nlb) {
-                let dispatched = {
+                let wait = {
                     let zones = self.zones.borrow();
                     let q = &zones[&zone];
                     (q.dispatched <= seq).then(|| q.on_dispatch.notified())
                 };
-                if let Some(n) = dispatched {
-                    n.await;
+                if let Some(dispatch) = wait {
+                    dispatch.await;
                 }
             }
         }

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use zonelab_flash::{Duplex, Duration, Rate, Size};
+use zonelab_sim::Nanos;
 
 /// Profiles shipped with ZoneLab, embedded so the binary works from any directory.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -137,6 +138,17 @@ pub enum WriteCompletion {
     /// (eslab-skku/ZNSplus `femu/hw/block/ssd/ssd_io_manager.c`: a write's completion time is
     /// the chip's program completion).
     Programmed,
+}
+
+impl WriteCompletion {
+    /// When a write completes whose data is in the buffer at `in_buffer` and whose filled
+    /// pages are programmed by `programmed`.
+    pub fn completes_at(self, in_buffer: Nanos, programmed: Nanos) -> Nanos {
+        match self {
+            WriteCompletion::Buffered => in_buffer,
+            WriteCompletion::Programmed => in_buffer.max(programmed),
+        }
+    }
 }
 
 /// Internal plugging scheme of threaded logging (seed 000 §3.2.2, Fig. 4, §4 Fig. 9).

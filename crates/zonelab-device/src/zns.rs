@@ -10,7 +10,6 @@ use crate::durability::{Durability, PowerCutReport};
 use crate::ftl::PageFtl;
 use crate::mapping::ZoneMapper;
 use crate::payload::{DataStore, PayloadMode, ReadData, WriteData};
-use crate::profile::WriteCompletion;
 use crate::status::NvmeStatus;
 use crate::write_buffer::WriteBuffer;
 use crate::zone::{
@@ -684,10 +683,7 @@ impl ZonedDevice {
             }
             programmed
         };
-        let done = match c.write_completion {
-            WriteCompletion::Buffered => in_buffer,
-            WriteCompletion::Programmed => in_buffer.max(programmed),
-        };
+        let done = c.write_completion.completes_at(in_buffer, programmed);
         Completion {
             done: done + c.cq_post.0,
             status: Ok(Some(outcome.lba)),

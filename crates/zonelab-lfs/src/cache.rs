@@ -326,7 +326,6 @@ impl Cache {
         self.put_page_with(ino, idx, data, dirty, false)
     }
 
-    /// The data of a dirty page, which becomes clean (writeback has taken it).
     /// A dirty page's contents for writing: the page is clean and under writeback from now
     /// until [`Cache::end_writeback`].
     pub fn take_dirty(&mut self, ino: Ino, idx: u64) -> Option<(PageData, UnderWriteback)> {
