@@ -1,12 +1,19 @@
-//! The page cache: file data pages and node pages under one memory limit, evicted least
-//! recently used first (clean ones only), with the dirty sets writeback works from.
+//! The page cache: file data pages and node pages under one memory limit, with the dirty sets
+//! writeback works from. Clean entries are evicted in the order of Linux's two page lists
+//! (mm/swap.c, mm/vmscan.c): an entry enters the inactive list referenced; used again there it
+//! moves to the active list; the active list is kept at most `ratio` times the inactive one
+//! by moving its oldest entries back to the inactive list (referenced if used while active,
+//! so that one more use activates them again), and eviction takes the oldest inactive entry. So pages used once
+//! (streamed file data) pass through the inactive list while pages used again and again
+//! (inodes and other node pages, which every file operation touches) stay, as in the paper's
+//! guest, whose cleaning found a victim's nodes "generally being cached" (seed 000 §4.1).
 //!
-//! Lookups go through hash maps with a fixed hasher (runs stay deterministic); the eviction
-//! order is an intrusive doubly-linked list of the clean entries, so a use, a dirtying and an
-//! eviction each cost O(1). A dirty entry is off the list (it cannot be evicted); when
-//! writeback cleans it, it stays off the list until its write completes (Linux keeps pages
-//! under writeback in the page cache: a read meanwhile finds the page, not a block the device
-//! has not written yet), then goes back at the most recently used end.
+//! Lookups go through hash maps with a fixed hasher (runs stay deterministic); each list is an
+//! intrusive doubly-linked list of clean entries, so a use, a dirtying and an eviction each
+//! cost O(1). A dirty entry is off the lists (it cannot be evicted); when writeback cleans it,
+//! it stays off them until its write completes (Linux keeps pages under writeback in the page
+//! cache: a read meanwhile finds the page, not a block the device has not written yet), then
+//! goes back at the young end of its list.
 
 use crate::ondisk::{BLOCK, Nid, Node};
 use crate::vfs::Ino;
@@ -38,7 +45,7 @@ enum Key {
     Node(Nid),
 }
 
-/// Position on the eviction list: an index into [`Lru::links`], or `NONE` when off it.
+/// Position on an eviction list: an index into [`Lru::links`], or `NONE` when off it.
 type Link = u32;
 const NONE: Link = u32::MAX;
 
@@ -60,7 +67,7 @@ struct Page {
     /// Writes of it in flight.
     writeback: u32,
     generation: u64,
-    link: Link,
+    lru: Residence,
 }
 
 struct CachedNode {
@@ -68,7 +75,29 @@ struct CachedNode {
     dirty: bool,
     writeback: u32,
     generation: u64,
+    lru: Residence,
+}
+
+/// Where an entry stands in the eviction order: its list (Linux's PG_active), whether it was
+/// used since it entered or left the active list (PG_referenced), and its link on the list
+/// (`NONE` while dirty or under writeback).
+#[derive(Clone, Copy, Debug)]
+struct Residence {
     link: Link,
+    active: bool,
+    referenced: bool,
+}
+
+impl Residence {
+    /// A page just cached: inactive and referenced (Linux's page cache lookups that create a
+    /// page mark it accessed), so its next use activates it.
+    fn new() -> Residence {
+        Residence {
+            link: NONE,
+            active: false,
+            referenced: true,
+        }
+    }
 }
 
 struct LruLink {
@@ -83,6 +112,7 @@ struct Lru {
     free: Vec<Link>,
     head: Link,
     tail: Link,
+    len: usize,
 }
 
 impl Lru {
@@ -92,6 +122,7 @@ impl Lru {
             free: Vec::new(),
             head: NONE,
             tail: NONE,
+            len: 0,
         }
     }
 
@@ -117,6 +148,7 @@ impl Lru {
             t => self.links[t as usize].next = at,
         }
         self.tail = at;
+        self.len += 1;
         at
     }
 
@@ -134,15 +166,7 @@ impl Lru {
             n => self.links[n as usize].prev = prev,
         }
         self.free.push(at);
-    }
-
-    /// Moves an entry to the most recently used end; returns its new link.
-    fn touch(&mut self, at: Link, key: Key) -> Link {
-        if at != NONE && at == self.tail {
-            return at;
-        }
-        self.unlink(at);
-        self.push_back(key)
+        self.len -= 1;
     }
 
     fn pop_front(&mut self) -> Option<Key> {
@@ -156,13 +180,100 @@ impl Lru {
     }
 }
 
+/// The inactive and the active list of clean entries.
+struct Lists {
+    inactive: Lru,
+    active: Lru,
+    /// How many times the inactive list the active one may hold: Linux's inactive_ratio for
+    /// file pages, sqrt(10 x GiB) of the cache, 1 under 1 GiB.
+    ratio: usize,
+}
+
+impl Lists {
+    fn new(limit_pages: u64) -> Lists {
+        let gib = (limit_pages * BLOCK as u64) >> 30;
+        Lists {
+            inactive: Lru::new(),
+            active: Lru::new(),
+            ratio: if gib == 0 {
+                1
+            } else {
+                (10 * gib).isqrt() as usize
+            },
+        }
+    }
+
+    fn list(&mut self, active: bool) -> &mut Lru {
+        if active {
+            &mut self.active
+        } else {
+            &mut self.inactive
+        }
+    }
+
+    /// A clean entry becomes evictable: at the young end of its list.
+    fn enlist(&mut self, r: &mut Residence, key: Key) {
+        debug_assert_eq!(r.link, NONE, "{key:?} is listed twice");
+        r.link = self.list(r.active).push_back(key);
+    }
+
+    /// The entry leaves its list (dirtied, or dropped).
+    fn delist(&mut self, r: &mut Residence) {
+        if r.link != NONE {
+            let link = r.link;
+            self.list(r.active).unlink(link);
+            r.link = NONE;
+        }
+    }
+
+    /// A use of the entry (Linux's mark_page_accessed): a referenced inactive entry moves to
+    /// the active list, any other becomes referenced.
+    fn accessed(&mut self, r: &mut Residence, key: Key) {
+        if !r.active && r.referenced {
+            let listed = r.link != NONE;
+            self.delist(r);
+            r.active = true;
+            r.referenced = false;
+            if listed {
+                self.enlist(r, key);
+            }
+        } else {
+            r.referenced = true;
+        }
+    }
+
+    /// Whether the active list has outgrown its share (Linux's inactive_list_is_low).
+    fn inactive_is_low(&self) -> bool {
+        self.active.len > 0
+            && (self.inactive.len == 0 || self.active.len > self.inactive.len * self.ratio)
+    }
+}
+
+/// The residence of the entry `key`, which must be resident.
+fn residence<'a>(
+    pages: &'a mut FxHashMap<Ino, BTreeMap<u64, Page>>,
+    nodes: &'a mut FxHashMap<Nid, CachedNode>,
+    key: Key,
+) -> &'a mut Residence {
+    match key {
+        Key::Page(i, x) => {
+            &mut pages
+                .get_mut(&i)
+                .and_then(|f| f.get_mut(&x))
+                .expect("listed page is resident")
+                .lru
+        }
+        Key::Node(n) => &mut nodes.get_mut(&n).expect("listed node is resident").lru,
+    }
+}
+
 pub struct Cache {
     limit: usize,
     /// Data pages by inode, each inode's in file order (truncation drops a range).
     pages: FxHashMap<Ino, BTreeMap<u64, Page>>,
     npages: usize,
     nodes: FxHashMap<Nid, CachedNode>,
-    lru: Lru,
+    lists: Lists,
     tick: u64,
     /// Dirty data pages by inode, and when the inode first became dirty.
     dirty: BTreeMap<Ino, BTreeSet<u64>>,
@@ -184,7 +295,7 @@ impl Cache {
             pages: FxHashMap::default(),
             npages: 0,
             nodes: FxHashMap::default(),
-            lru: Lru::new(),
+            lists: Lists::new(limit_pages),
             tick: 0,
             dirty: BTreeMap::new(),
             dirty_since: BTreeMap::new(),
@@ -221,9 +332,7 @@ impl Cache {
     /// A copy of a cached page, marking it recently used.
     pub fn page(&mut self, ino: Ino, idx: u64) -> Option<PageData> {
         let p = self.pages.get_mut(&ino)?.get_mut(&idx)?;
-        if p.link != NONE {
-            p.link = self.lru.touch(p.link, Key::Page(ino, idx));
-        }
+        self.lists.accessed(&mut p.lru, Key::Page(ino, idx));
         Some(p.data.clone())
     }
 
@@ -279,23 +388,20 @@ impl Cache {
             Some(p) => {
                 let was_fresh = p.fresh;
                 p.data = data;
+                self.lists.accessed(&mut p.lru, Key::Page(ino, idx));
                 if dirty || p.dirty {
-                    // Dirty (already or now): off the eviction list.
-                    self.lru.unlink(p.link);
-                    p.link = NONE;
+                    // Dirty (already or now): off the eviction lists.
+                    self.lists.delist(&mut p.lru);
                     p.dirty = true;
                     p.fresh |= dirty && fresh;
-                } else if p.link != NONE {
-                    p.link = self.lru.touch(p.link, Key::Page(ino, idx));
                 }
                 was_fresh
             }
             None => {
-                let link = if dirty {
-                    NONE
-                } else {
-                    self.lru.push_back(Key::Page(ino, idx))
-                };
+                let mut lru = Residence::new();
+                if !dirty {
+                    self.lists.enlist(&mut lru, Key::Page(ino, idx));
+                }
                 self.generations += 1;
                 file.insert(
                     idx,
@@ -305,7 +411,7 @@ impl Cache {
                         fresh: dirty && fresh,
                         writeback: 0,
                         generation: self.generations,
-                        link,
+                        lru,
                     },
                 );
                 self.npages += 1;
@@ -351,18 +457,18 @@ impl Cache {
     /// A write taken by [`Cache::take_dirty`] or [`Cache::take_dirty_node`] completed: the
     /// entry may be evicted again once no other write of it is in flight and it is clean.
     pub fn end_writeback(&mut self, w: UnderWriteback) {
-        let (writeback, dirty, link, generation) = match w.key {
+        let (writeback, dirty, lru, generation) = match w.key {
             Key::Page(ino, idx) => {
                 let Some(p) = self.pages.get_mut(&ino).and_then(|f| f.get_mut(&idx)) else {
                     return;
                 };
-                (&mut p.writeback, p.dirty, &mut p.link, p.generation)
+                (&mut p.writeback, p.dirty, &mut p.lru, p.generation)
             }
             Key::Node(nid) => {
                 let Some(n) = self.nodes.get_mut(&nid) else {
                     return;
                 };
-                (&mut n.writeback, n.dirty, &mut n.link, n.generation)
+                (&mut n.writeback, n.dirty, &mut n.lru, n.generation)
             }
         };
         if generation != w.generation {
@@ -371,8 +477,7 @@ impl Cache {
         assert!(*writeback > 0, "{:?}: more writes ended than began", w.key);
         *writeback -= 1;
         if *writeback == 0 && !dirty {
-            debug_assert_eq!(*link, NONE);
-            *link = self.lru.push_back(w.key);
+            self.lists.enlist(lru, w.key);
         }
     }
 
@@ -413,9 +518,9 @@ impl Cache {
             self.pages.remove(&ino);
         }
         let mut fresh = 0;
-        for (idx, p) in dropped {
+        for (idx, mut p) in dropped {
             self.npages -= 1;
-            self.lru.unlink(p.link);
+            self.lists.delist(&mut p.lru);
             if p.dirty {
                 self.clear_dirty(ino, idx);
             }
@@ -447,9 +552,7 @@ impl Cache {
         let Some(n) = self.nodes.get_mut(&nid) else {
             return false;
         };
-        if n.link != NONE {
-            n.link = self.lru.touch(n.link, Key::Node(nid));
-        }
+        self.lists.accessed(&mut n.lru, Key::Node(nid));
         true
     }
 
@@ -457,20 +560,17 @@ impl Cache {
         match self.nodes.get_mut(&nid) {
             Some(n) => {
                 n.node = node;
+                self.lists.accessed(&mut n.lru, Key::Node(nid));
                 if dirty || n.dirty {
-                    self.lru.unlink(n.link);
-                    n.link = NONE;
+                    self.lists.delist(&mut n.lru);
                     n.dirty = true;
-                } else if n.link != NONE {
-                    n.link = self.lru.touch(n.link, Key::Node(nid));
                 }
             }
             None => {
-                let link = if dirty {
-                    NONE
-                } else {
-                    self.lru.push_back(Key::Node(nid))
-                };
+                let mut lru = Residence::new();
+                if !dirty {
+                    self.lists.enlist(&mut lru, Key::Node(nid));
+                }
                 let generation = self.next_generation();
                 self.nodes.insert(
                     nid,
@@ -479,7 +579,7 @@ impl Cache {
                         dirty,
                         writeback: 0,
                         generation,
-                        link,
+                        lru,
                     },
                 );
             }
@@ -521,8 +621,7 @@ impl Cache {
             .get_mut(&nid)
             .unwrap_or_else(|| panic!("node {nid} dirtied while not resident"));
         n.dirty = true;
-        self.lru.unlink(n.link);
-        n.link = NONE;
+        self.lists.delist(&mut n.lru);
         self.mark_node_dirty(nid);
     }
 
@@ -559,8 +658,8 @@ impl Cache {
     }
 
     pub fn drop_node(&mut self, nid: Nid) {
-        if let Some(n) = self.nodes.remove(&nid) {
-            self.lru.unlink(n.link);
+        if let Some(mut n) = self.nodes.remove(&nid) {
+            self.lists.delist(&mut n.lru);
             self.unmark_node_dirty(nid, n.node.footer.ino);
         }
         debug_assert!(
@@ -569,10 +668,21 @@ impl Cache {
         );
     }
 
-    /// Evicts clean pages and nodes, least recently used first, down to the limit.
+    /// Evicts clean pages and nodes down to the limit, the oldest inactive first, moving the
+    /// oldest active ones to the inactive list while it is short (Linux's shrink_active_list).
     pub fn shrink(&mut self) {
         while self.resident() > self.limit {
-            let Some(k) = self.lru.pop_front() else {
+            while self.lists.inactive_is_low() {
+                let k = self
+                    .lists
+                    .active
+                    .pop_front()
+                    .expect("active list not empty");
+                let r = residence(&mut self.pages, &mut self.nodes, k);
+                r.active = false;
+                r.link = self.lists.inactive.push_back(k);
+            }
+            let Some(k) = self.lists.inactive.pop_front() else {
                 return;
             };
             match k {
@@ -605,7 +715,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn evicts_least_recently_used_clean_entries_only() {
+    fn evicts_clean_entries_only_oldest_inactive_first() {
         let mut c = Cache::new(3);
         c.put_page(1, 0, PageData::Fp(10), false);
         c.put_page(1, 1, PageData::Fp(11), true);
@@ -711,5 +821,56 @@ mod tests {
         c.end_writeback(w);
         c.shrink();
         assert!(c.node(6).is_none() && c.node(5).is_some());
+    }
+
+    fn direct_node(nid: Nid) -> Node {
+        Node {
+            body: crate::ondisk::NodeBody::Direct,
+            addrs: Vec::new(),
+            footer: crate::ondisk::Footer {
+                nid,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Linux's two lists: a node used again is active, and pages streamed through once are
+    /// evicted before it however recent they are (a plain LRU would evict it after 8 pages).
+    #[test]
+    fn entries_used_again_outlive_a_stream_used_once() {
+        let mut c = Cache::new(8);
+        c.put_node(1, direct_node(1), false);
+        assert!(c.touch_node(1));
+        for i in 0..100 {
+            c.put_page(9, i, PageData::Fp(i), false);
+            c.shrink();
+        }
+        assert!(c.node(1).is_some(), "the node used twice was evicted");
+        assert_eq!(c.resident(), 8);
+        assert!(c.has_page(9, 99) && !c.has_page(9, 90));
+    }
+
+    /// Under 1 GiB the active list holds at most as many entries as the inactive one: its
+    /// oldest entries move back, return if used again, and are evicted if not.
+    #[test]
+    fn the_active_list_keeps_at_most_its_share() {
+        let mut c = Cache::new(4);
+        for n in 1..=4 {
+            c.put_node(n, direct_node(n), false);
+            assert!(c.touch_node(n));
+        }
+        c.put_page(9, 0, PageData::Fp(0), false);
+        c.put_page(9, 1, PageData::Fp(1), false);
+        c.shrink();
+        // Nodes 1 and 2 moved to the inactive list; the pages went first.
+        assert!((1..=4).all(|n| c.node(n).is_some()) && !c.has_page(9, 0) && !c.has_page(9, 1));
+        assert!(
+            c.touch_node(1) && c.touch_node(1),
+            "used twice more: active again"
+        );
+        c.put_page(9, 2, PageData::Fp(2), false);
+        c.shrink();
+        assert!(c.node(2).is_none(), "moved back and not used: evicted");
+        assert!(c.node(1).is_some() && c.has_page(9, 2));
     }
 }
