@@ -236,6 +236,28 @@ pub struct Dev {
     mapping: ChunkMapping,
 }
 
+/// The most blocks one merged metadata write carries: Linux's BIO_MAX_PAGES (256 pages, 1 MiB).
+pub const MERGED_WRITE_BLOCKS: usize = 256;
+
+/// Splits addresses in increasing order into runs of consecutive addresses (index ranges) of
+/// at most [`MERGED_WRITE_BLOCKS`], starting a new run wherever `starts_zone` holds.
+fn merged_runs(addrs: &[u64], starts_zone: impl Fn(u64) -> bool) -> Vec<std::ops::Range<usize>> {
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, &a) in addrs.iter().enumerate() {
+        match runs.last_mut() {
+            Some(r)
+                if addrs[r.end - 1] + 1 == a
+                    && r.len() < MERGED_WRITE_BLOCKS
+                    && !starts_zone(a) =>
+            {
+                r.end = i + 1
+            }
+            _ => runs.push(i..i + 1),
+        }
+    }
+    runs
+}
+
 fn status(d: &IoDone, what: &str) -> FsResult<()> {
     d.status
         .map(|_| ())
@@ -397,6 +419,36 @@ impl Dev {
             }
             status(&d, &format!("write of {n} blocks at {addr}"))
         })
+    }
+
+    /// Starts the writes of metadata blocks `blocks` (address, one block of bytes each), the
+    /// blocks at consecutive addresses in one write of up to [`MERGED_WRITE_BLOCKS`] within a
+    /// zone, as F2FS writes its meta pages: `sync_meta_pages` submits them in address order
+    /// into one merged bio (`f2fs_submit_page_mbio` extends the bio while the next page
+    /// follows the last), and the block layer splits bios at zone boundaries. On a page-mapped
+    /// region a lone 4 KiB block costs a read-modify-write of a whole flash page; a run fills
+    /// pages. Returns the handles of the writes.
+    pub fn write_merged(
+        &self,
+        mut blocks: Vec<(u64, Vec<u8>)>,
+        class: Traffic,
+    ) -> Vec<JoinHandle<FsResult<()>>> {
+        blocks.sort_unstable_by_key(|b| b.0);
+        let addrs: Vec<u64> = blocks.iter().map(|b| b.0).collect();
+        let starts_zone =
+            |a: u64| a >= self.base && (a - self.base).is_multiple_of(self.order.zone_lbas);
+        let mut blocks = blocks.into_iter();
+        merged_runs(&addrs, starts_zone)
+            .into_iter()
+            .map(|run| {
+                let mut data = Vec::with_capacity(run.len() * BLOCK);
+                for (_, bytes) in blocks.by_ref().take(run.len()) {
+                    debug_assert_eq!(bytes.len(), BLOCK, "a metadata write is whole blocks");
+                    data.extend_from_slice(&bytes);
+                }
+                self.write(addrs[run.start], OwnedData::Bytes(data), class)
+            })
+            .collect()
     }
 
     /// The flash chip (chip group, chip in the group) holding zoned-device block `addr`, and
@@ -563,4 +615,28 @@ pub async fn join_all(handles: Vec<JoinHandle<FsResult<()>>>) -> FsResult<()> {
         }
     }
     first
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_runs_break_at_gaps_zone_starts_and_the_bio_limit() {
+        let addrs = [1, 2, 3, 5, 6, 7, 8, 9];
+        assert_eq!(
+            merged_runs(&addrs, |a| a.is_multiple_of(8)),
+            vec![0..3, 3..6, 6..8],
+            "a gap after 3, a zone starting at 8"
+        );
+        let long: Vec<u64> = (0..MERGED_WRITE_BLOCKS as u64 + 2).collect();
+        assert_eq!(
+            merged_runs(&long, |_| false),
+            vec![
+                0..MERGED_WRITE_BLOCKS,
+                MERGED_WRITE_BLOCKS..MERGED_WRITE_BLOCKS + 2
+            ]
+        );
+        assert!(merged_runs(&[], |_| false).is_empty());
+    }
 }

@@ -1903,7 +1903,8 @@ impl Fs {
         }
         self.write_nodes(None, false).await?;
         let layout = self.inner.st.borrow().segs.layout.clone();
-        let mut handles = Vec::new();
+        // NAT, SIT and SSA blocks, written together in address runs (F2FS's sync_meta_pages).
+        let mut meta = Vec::new();
         let (cp, prefree) = {
             let mut st = self.inner.st.borrow_mut();
             let st = &mut *st;
@@ -1913,11 +1914,7 @@ impl Fs {
                 let first = b as usize * NAT_PER_BLOCK;
                 let block =
                     crate::ondisk::encode_nat(b, &st.nat.entries[first..first + NAT_PER_BLOCK]);
-                handles.push(self.inner.dev.write(
-                    layout.nat_block(b, copy),
-                    OwnedData::Bytes(block),
-                    Traffic::Meta,
-                ));
+                meta.push((layout.nat_block(b, copy), block));
             }
             let per = layout.sit_per_block;
             for b in std::mem::take(&mut st.segs.sit_dirty) {
@@ -1926,11 +1923,7 @@ impl Fs {
                 let first = b as usize * per;
                 let last = (first + per).min(st.segs.sit.len());
                 let block = crate::ondisk::encode_sit(b, &st.segs.sit[first..last]);
-                handles.push(self.inner.dev.write(
-                    layout.sit_block(b, copy),
-                    OwnedData::Bytes(block),
-                    Traffic::Meta,
-                ));
+                meta.push((layout.sit_block(b, copy), block));
             }
             let bps = layout.sb.blocks_per_seg as usize;
             let spz = layout.sb.segs_per_zone;
@@ -1941,11 +1934,7 @@ impl Fs {
                     .enumerate()
                 {
                     let block = crate::ondisk::encode_ssa(seg, part as u32, chunk);
-                    handles.push(self.inner.dev.write(
-                        layout.ssa_block(seg, part as u32),
-                        OwnedData::Bytes(block),
-                        Traffic::Meta,
-                    ));
+                    meta.push((layout.ssa_block(seg, part as u32), block));
                 }
             }
             // Roll-forward starts where the warm node log continues: give it a zone now.
@@ -1982,19 +1971,12 @@ impl Fs {
             };
             (cp, prefree)
         };
-        join_all(handles).await?;
+        join_all(self.inner.dev.write_merged(meta, Traffic::Meta)).await?;
         self.inner.dev.flush().await?;
         let pack = layout.cp_pack((cp.version % 2) as u32);
         let blocks = cp.encode();
-        let mut handles = Vec::new();
-        for (i, b) in blocks.into_iter().enumerate() {
-            handles.push(self.inner.dev.write(
-                pack + i as u64,
-                OwnedData::Bytes(b),
-                Traffic::Checkpoint,
-            ));
-        }
-        join_all(handles).await?;
+        let blocks = (pack..).zip(blocks).collect();
+        join_all(self.inner.dev.write_merged(blocks, Traffic::Checkpoint)).await?;
         self.inner.dev.flush().await?;
         // Durable now: emptied zones are free, freed node ids and pre-invalid blocks reusable.
         self.inner.st.borrow_mut().segs.checkpoint_durable();

@@ -1428,38 +1428,56 @@ fn inode_times_carry_the_timestamp_offset_and_utimes_are_stored_as_given() {
     });
 }
 
-#[test]
-fn writeback_issues_the_files_writes_without_waiting_for_each() {
-    // No zone write lock: a zone's writes may be in flight together, as on the paper's
-    // kernel; the device completes a write when its pages are programmed.
+/// The LBAs of [`small_device`]'s two conventional zones of 2 MiB, which hold the metadata.
+const SMALL_DEVICE_META_LBAS: u64 = 2 * 512;
+
+/// The commands the device saw while `recorded` ran, after `prepare`, on a freshly formatted
+/// small device without a block-layer scheduler (no zone write lock, no merging in the block
+/// layer: a zone's writes may be in flight together, as on the paper's kernel).
+fn commands_recorded(
+    prepare: impl AsyncFnOnce(&Fs) + 'static,
+    recorded: impl AsyncFnOnce(&Fs) + 'static,
+) -> Vec<zonelab_device::record::Recorded> {
     let (sim, stack) = small_device_under(PayloadMode::Fingerprint, &[], IoScheduler::None);
     let log = Rc::new(zonelab_device::record::CommandLog::new());
     let s = sim.clone();
-    let (st, lg) = (stack.clone(), log.clone());
+    let lg = log.clone();
     run(&sim, async move {
-        let fs = format(&s, &st).await;
-        st.record_into(Some(lg));
-        for f in 0..8u64 {
-            let a = fs
-                .create(ROOT_INO, &format!("f{f}"), 0o644, 0, 0)
-                .await
-                .unwrap();
-            let fps = (0..4).map(|b| f << 8 | b).collect();
-            fs.write(a.ino, 0, OwnedData::Fingerprints(fps))
-                .await
-                .unwrap();
-        }
-        fs.sync().await.unwrap();
-        st.record_into(None);
+        let fs = format(&s, &stack).await;
+        prepare(&fs).await;
+        stack.record_into(Some(lg));
+        recorded(&fs).await;
+        stack.record_into(None);
     });
+    log.take()
+}
+
+#[test]
+fn writeback_issues_the_files_writes_without_waiting_for_each() {
+    // The device completes a write when its pages are programmed.
+    let log = commands_recorded(
+        async |_| {},
+        async |fs| {
+            for f in 0..8u64 {
+                let a = fs
+                    .create(ROOT_INO, &format!("f{f}"), 0o644, 0, 0)
+                    .await
+                    .unwrap();
+                let fps = (0..4).map(|b| f << 8 | b).collect();
+                fs.write(a.ino, 0, OwnedData::Fingerprints(fps))
+                    .await
+                    .unwrap();
+            }
+            fs.sync().await.unwrap();
+        },
+    );
     // The files' data writes (4 blocks each; nodes are single blocks) all reach the device
     // before the first of them completes.
     let data: Vec<_> = log
-        .take()
         .into_iter()
         .filter(|r| {
-            matches!(&r.cmd, zonelab_device::record::DeviceCmd::Write { data, .. }
-                if data.blocks(4096) == 4)
+            matches!(&r.cmd, zonelab_device::record::DeviceCmd::Write { slba, data, .. }
+                if slba.0 >= SMALL_DEVICE_META_LBAS && data.blocks(4096) == 4)
         })
         .collect();
     assert_eq!(data.len(), 8, "one write per file");
@@ -1468,5 +1486,41 @@ fn writeback_issues_the_files_writes_without_waiting_for_each() {
         data.iter().all(|r| r.now < first_done),
         "writes waited for each other: {:?}",
         data.iter().map(|r| (r.now, r.done)).collect::<Vec<_>>()
+    );
+}
+
+/// A checkpoint writes its NAT, SIT and SSA blocks in address runs, one write per run (F2FS's
+/// merged meta bios), not a write per block: on the page-mapped conventional zones a lone
+/// block costs a read-modify-write of a flash page.
+#[test]
+fn a_checkpoint_merges_adjacent_metadata_blocks_into_one_write() {
+    let log = commands_recorded(
+        // Enough files that their NAT entries fill consecutive NAT blocks.
+        async |fs| {
+            for f in 0..1200u64 {
+                fs.create(ROOT_INO, &format!("f{f}"), 0o644, 0, 0)
+                    .await
+                    .unwrap();
+            }
+        },
+        async |fs| fs.sync().await.unwrap(),
+    );
+    let meta: Vec<u64> = log
+        .into_iter()
+        .filter_map(|r| match &r.cmd {
+            zonelab_device::record::DeviceCmd::Write { slba, data, .. }
+                if slba.0 < SMALL_DEVICE_META_LBAS =>
+            {
+                Some(data.blocks(4096))
+            }
+            _ => None,
+        })
+        .collect();
+    let blocks: u64 = meta.iter().sum();
+    assert!(
+        blocks > meta.len() as u64 && meta.iter().any(|&n| n >= 3),
+        "{} metadata blocks in {} writes: {meta:?}",
+        blocks,
+        meta.len()
     );
 }
