@@ -3,10 +3,11 @@
 //! (mm/swap.c, mm/vmscan.c): an entry enters the inactive list referenced; used again there it
 //! moves to the active list; the active list is kept at most `ratio` times the inactive one
 //! by moving its oldest entries back to the inactive list (referenced if used while active,
-//! so that one more use activates them again), and eviction takes the oldest inactive entry. So pages used once
-//! (streamed file data) pass through the inactive list while pages used again and again
-//! (inodes and other node pages, which every file operation touches) stay, as in the paper's
-//! guest, whose cleaning found a victim's nodes "generally being cached" (seed 000 §4.1).
+//! so that one more use activates them again); eviction takes the oldest inactive entry. So
+//! pages used once (streamed file data) pass through the inactive list while pages used again
+//! and again (inodes and other node pages, which every file operation touches) stay, as in the
+//! paper's guest, whose cleaning found a victim's nodes "generally being cached" (seed 000
+//! §4.1).
 //!
 //! Lookups go through hash maps with a fixed hasher (runs stay deterministic); each list is an
 //! intrusive doubly-linked list of clean entries, so a use, a dirtying and an eviction each
@@ -106,7 +107,7 @@ struct LruLink {
     key: Key,
 }
 
-/// The clean entries, least recently used at the head.
+/// A list of clean entries, oldest at the head.
 struct Lru {
     links: Vec<LruLink>,
     free: Vec<Link>,
@@ -126,7 +127,7 @@ impl Lru {
         }
     }
 
-    /// Appends `key` at the most recently used end; returns its link.
+    /// Appends `key` at the young end; returns its link.
     fn push_back(&mut self, key: Key) -> Link {
         let link = LruLink {
             prev: self.tail,
@@ -329,7 +330,7 @@ impl Cache {
 
     // ---- data pages ----
 
-    /// A copy of a cached page, marking it recently used.
+    /// A copy of a cached page; counts as a use of it.
     pub fn page(&mut self, ino: Ino, idx: u64) -> Option<PageData> {
         let p = self.pages.get_mut(&ino)?.get_mut(&idx)?;
         self.lists.accessed(&mut p.lru, Key::Page(ino, idx));
@@ -547,7 +548,7 @@ impl Cache {
 
     // ---- nodes ----
 
-    /// Whether the node is resident; marks it recently used.
+    /// Whether the node is resident; counts as a use of it.
     pub fn touch_node(&mut self, nid: Nid) -> bool {
         let Some(n) = self.nodes.get_mut(&nid) else {
             return false;

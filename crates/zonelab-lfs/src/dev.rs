@@ -237,7 +237,7 @@ pub struct Dev {
 }
 
 /// The most blocks one merged metadata write carries: Linux's BIO_MAX_PAGES (256 pages, 1 MiB).
-pub const MERGED_WRITE_BLOCKS: usize = 256;
+const MERGED_WRITE_BLOCKS: usize = 256;
 
 /// Splits addresses in increasing order into runs of consecutive addresses (index ranges) of
 /// at most [`MERGED_WRITE_BLOCKS`], starting a new run wherever `starts_zone` holds.
