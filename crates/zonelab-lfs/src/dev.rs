@@ -139,6 +139,23 @@ impl ZoneOrder {
         g.notify.notify_all();
     }
 
+    /// Waits until every command ordered so far in the zones of `lba .. lba + n` has been
+    /// handed to the stack. A read of blocks that a write or zone_compaction still waiting for
+    /// its turn (or for an active-zone share) will fill then reaches the device after that
+    /// command, which holds it until the data is there (seed 000 §3.2.1), instead of before it,
+    /// when the zone may still be empty.
+    async fn handed_over(&self, lba: u64, n: u64) {
+        for zone in lba / self.zone_lbas..=(lba + n.max(1) - 1) / self.zone_lbas {
+            let Some(g) = self.zones.borrow().get(&zone).cloned() else {
+                continue;
+            };
+            let ordered = g.issued.get();
+            while g.passed.get() < ordered {
+                g.notify.notified().await;
+            }
+        }
+    }
+
     /// Whether a fill of `lba .. end` reaches the zone's capacity.
     fn fills_zone(&self, lba: u64, end: u64) -> bool {
         end == lba / self.zone_lbas * self.zone_lbas + self.cap_lbas
@@ -365,6 +382,9 @@ impl Dev {
     pub async fn read(&self, addr: u64, n: u64, class: Traffic) -> FsResult<ReadData> {
         self.count(class, n);
         let (stack, lba) = self.route(addr, n, "read")?;
+        if Rc::ptr_eq(stack, &self.stack) {
+            self.order.handed_over(lba, n).await;
+        }
         let d = stack
             .submit(IoCmd::Read {
                 slba: Lba(lba),
@@ -620,6 +640,47 @@ pub async fn join_all(handles: Vec<JoinHandle<FsResult<()>>>) -> FsResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use zonelab_sim::Nanos;
+
+    /// A read of a zone whose fill waits for an active-zone share waits until that fill is
+    /// handed to the stack (before it, the device would find the zone empty: zero blocks); a
+    /// read of a zone with nothing queued goes at once.
+    #[test]
+    fn a_read_waits_until_the_zones_queued_fills_are_handed_over() {
+        let sim = Sim::new();
+        let order = Rc::new(ZoneOrder {
+            shares: Some(Semaphore::new(1)),
+            zone_lbas: 100,
+            cap_lbas: 100,
+            zones: RefCell::new(FxHashMap::default()),
+        });
+        let s = sim.clone();
+        let times = sim
+            .block_on(async move {
+                // Zone 0 holds the only share; a fill of zone 1 waits for it.
+                let first = order.ticket(0);
+                order.pass(&first, ZoneEffect::Fill).await;
+                let second = order.ticket(100);
+                let (o, t) = (order.clone(), s.clone());
+                let fill = s.spawn(async move {
+                    o.pass(&second, ZoneEffect::Fill).await;
+                    t.now()
+                });
+                let (o, t) = (order.clone(), s.clone());
+                let read = s.spawn(async move {
+                    o.handed_over(150, 1).await;
+                    t.now()
+                });
+                order.handed_over(10, 1).await;
+                let idle_read = s.now();
+                // Zone 0 reaches its capacity 5 us later and gives its share back.
+                s.sleep(Nanos(5_000)).await;
+                order.done(first, true);
+                (idle_read, fill.await, read.await)
+            })
+            .expect("simulation finishes");
+        assert_eq!(times, (Nanos(0), Nanos(5_000), Nanos(5_000)));
+    }
 
     #[test]
     fn merged_runs_break_at_gaps_zone_starts_and_the_bio_limit() {
