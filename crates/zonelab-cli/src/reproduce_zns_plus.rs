@@ -160,6 +160,18 @@ impl Scheme {
     }
 }
 
+/// The page cache of workload `kind`, scaled with the file system from the paper's guest: 2 GB
+/// of DRAM beside the 16 GB file system (§4), 4 MiB per 32 MiB zone; the OLTP runs leave half
+/// of it to MySQL's 1 GB buffer pool (Table 3), which the workload holds itself.
+fn page_cache_mib(kind: &str, sc: &Scale) -> u32 {
+    let guest = 4 * sc.zones;
+    if matches!(kind, "fileserver" | "varmail") {
+        guest
+    } else {
+        guest / 2
+    }
+}
+
 /// One experiment of the reproduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Cfg {
@@ -197,18 +209,6 @@ impl Cfg {
         )
     }
 
-    /// The page cache, scaled with the file system from the paper's guest: 2 GB of DRAM beside
-    /// the 16 GB file system (§4), 4 MiB per 32 MiB zone; the OLTP runs leave half of it to
-    /// MySQL's 1 GB buffer pool (Table 3), which the workload holds itself.
-    fn page_cache_mib(&self, sc: &Scale) -> u32 {
-        let guest = 4 * sc.zones;
-        if matches!(WORKLOADS[self.workload].0, "fileserver" | "varmail") {
-            guest
-        } else {
-            guest / 2
-        }
-    }
-
     fn sets(&self, sc: &Scale, seed: u64) -> Vec<String> {
         let (kind, _, threads) = WORKLOADS[self.workload];
         let n = self.chips;
@@ -230,7 +230,7 @@ impl Cfg {
             // section segment by segment and sends one zone_compaction per segment (its
             // gc_info_buf holds two LBAs per block of one segment in a 4 KiB page: 512 blocks).
             format!("fs.segs_per_zone={n}"),
-            format!("host.dram=\"{}MiB\"", self.page_cache_mib(sc)),
+            format!("host.dram=\"{}MiB\"", page_cache_mib(kind, sc)),
             format!("fs.utilization={}", self.util as f64 / 100.0),
             format!("workload.kind={kind}"),
             format!("workload.threads={threads}"),
@@ -628,7 +628,9 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
     let scale = json!({
         "zones_at_16_chips": sc.zones, "zone_size_at_16_chips": "32MiB",
         "fs_bytes": sc.zones as u64 * (32 << 20), "warmup": sc.warmup, "duration": sc.duration,
-        "utilization": 0.9, "host_dram_mib": { "filebench": 4 * sc.zones, "oltp": 2 * sc.zones },
+        "utilization": 0.9, "host_dram_mib": {
+            "filebench": page_cache_mib("fileserver", &sc), "oltp": page_cache_mib("tpcc", &sc)
+        },
         "checkpoint_pre_invalid_mib": (128 * sc.zones / 512).max(1),
     });
     std::fs::write(

@@ -680,8 +680,10 @@ impl Cache {
                     .pop_front()
                     .expect("active list not empty");
                 let r = residence(&mut self.pages, &mut self.nodes, k);
+                // Off the active list now; back at the young end of the inactive one.
+                r.link = NONE;
                 r.active = false;
-                r.link = self.lists.inactive.push_back(k);
+                self.lists.enlist(r, k);
             }
             let Some(k) = self.lists.inactive.pop_front() else {
                 return;
@@ -796,21 +798,24 @@ mod tests {
         assert_eq!((c.resident(), c.oldest_dirty_inode()), (0, None));
     }
 
-    #[test]
-    fn nodes_share_the_limit_and_the_order() {
-        let mut c = Cache::new(2);
-        let node = |nid| Node {
+    fn direct_node(nid: Nid) -> Node {
+        Node {
             body: crate::ondisk::NodeBody::Direct,
             addrs: Vec::new(),
             footer: crate::ondisk::Footer {
                 nid,
                 ..Default::default()
             },
-        };
-        c.put_node(5, node(5), false);
+        }
+    }
+
+    #[test]
+    fn nodes_share_the_limit_and_the_order() {
+        let mut c = Cache::new(2);
+        c.put_node(5, direct_node(5), false);
         c.put_page(1, 0, PageData::Fp(1), false);
         assert!(c.touch_node(5));
-        c.put_node(6, node(6), true);
+        c.put_node(6, direct_node(6), true);
         c.shrink();
         assert!(!c.has_page(1, 0) && c.node(5).is_some() && c.node(6).is_some());
         assert_eq!(c.dirty_nodes().collect::<Vec<_>>(), vec![6]);
@@ -822,17 +827,6 @@ mod tests {
         c.end_writeback(w);
         c.shrink();
         assert!(c.node(6).is_none() && c.node(5).is_some());
-    }
-
-    fn direct_node(nid: Nid) -> Node {
-        Node {
-            body: crate::ondisk::NodeBody::Direct,
-            addrs: Vec::new(),
-            footer: crate::ondisk::Footer {
-                nid,
-                ..Default::default()
-            },
-        }
     }
 
     /// Linux's two lists: a node used again is active, and pages streamed through once are

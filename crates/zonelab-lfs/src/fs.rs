@@ -2429,12 +2429,12 @@ impl Fs {
     }
 
     /// IZC's copy offloading (seed 000 §3.2.1) of a data victim: every block still valid at
-    /// offsets `offs` (a segment) of victim `z`, except dirty nodes (the checkpoint writes those; node blocks are here only
-    /// in a zone no log has written since mount, whose kind is not known), gets a destination
-    /// in the cold data or cold node log and is copied there by the device with one
-    /// zone_compaction per destination zone. Node pointers and NAT entries are repointed at
-    /// once (the copy is readable as soon as the device's write pointer passes it). Returns the
-    /// copy's handle and its block count.
+    /// offsets `offs` (a segment) of victim `z`, except dirty nodes (the checkpoint writes
+    /// those; node blocks are here only in a zone no log has written since mount, whose kind
+    /// is not known), gets a destination in the cold data or cold node log and is copied there
+    /// by the device with one zone_compaction per destination zone. Node pointers and NAT
+    /// entries are repointed at once (the copy is readable as soon as the device's write
+    /// pointer passes it). Returns the copy's handle and its block count.
     async fn copy_in_device(
         &self,
         z: u32,
