@@ -1669,6 +1669,9 @@ impl Fs {
             let old = st.nat.entries[nid as usize].addr;
             st.segs.invalidate(old, t);
             st.segs.validate(new, Summary { nid, ofs: 0 }, t);
+            if fsync {
+                st.segs.made_durable(nid);
+            }
             st.nat.set(nid, NatEntry { ino, addr: new });
             let mut n = node;
             n.footer.cp_ver = st.cp_ver;

@@ -3,7 +3,7 @@
 //! segments ... multihead logging ... only one segment can be open for each type at a time").
 
 use crate::layout::Layout;
-use crate::ondisk::{BlkAddr, CursegState, NULL_ADDR, SitEntry, Summary};
+use crate::ondisk::{BlkAddr, CursegState, NULL_ADDR, Nid, SitEntry, Summary};
 use crate::policy::{Hsr, VictimKind};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -98,12 +98,22 @@ pub struct Threaded {
     /// foreground cleaning would start, as the published ZNS+ F2FS (`get_new_ssr_segment`
     /// takes SSR unweighed at the threshold of `has_not_enough_free_secs`).
     pub forced_below: u32,
-    /// Blocks invalidated since the last checkpoint ("pre-invalid", §3.3.2): the checkpoint
-    /// still references them, so no log may overwrite them.
+    /// Blocks invalidated since the last checkpoint that a crash recovery still needs
+    /// ("pre-invalid", §3.3.2): the checkpoint references them, or roll-forward does (a node
+    /// of the warm node log's chain, a data block an fsynced node points to), so no log may
+    /// overwrite them.
     pre_invalid: BTreeSet<BlkAddr>,
     /// Those of a checkpoint in progress (reusable once it is durable).
     pre_invalid_cp: BTreeSet<BlkAddr>,
     pre_invalid_zone: Vec<u32>,
+    /// Blocks written since the last checkpoint began that no recovery needs yet, with their
+    /// owner node: invalidated, they are free at once. The published ZNS+ F2FS counts as
+    /// pre-invalid only blocks valid at the checkpoint (`update_sit_entry` adds to `uc_blocks`
+    /// when the block's `ckpt_valid_map` bit is set), and its SSR reuses the rest. Here the
+    /// blocks roll-forward reads are kept out: the warm node log's (never entered) and the data
+    /// blocks of a node an fsync writes ([`Segments::made_durable`]).
+    fresh: BTreeMap<BlkAddr, Nid>,
+    fresh_of: BTreeMap<Nid, BTreeSet<BlkAddr>>,
     /// Per log: the blocks its threaded-logging zone skips; and those of its next zone.
     skip: [Option<Vec<bool>>; 6],
     next_skip: [Option<Vec<bool>>; 6],
@@ -136,6 +146,8 @@ impl Threaded {
             pre_invalid: BTreeSet::new(),
             pre_invalid_cp: BTreeSet::new(),
             pre_invalid_zone: vec![0; zones],
+            fresh: BTreeMap::new(),
+            fresh_of: BTreeMap::new(),
             skip: Default::default(),
             next_skip: Default::default(),
             last_open: BTreeMap::new(),
@@ -147,6 +159,15 @@ impl Threaded {
     /// Pre-invalid blocks now.
     pub fn pre_invalid_blocks(&self) -> u64 {
         (self.pre_invalid.len() + self.pre_invalid_cp.len()) as u64
+    }
+
+    /// Drops fresh block `a` from its owner `nid`'s index.
+    fn forget_fresh_of(&mut self, nid: Nid, a: BlkAddr) {
+        let of = self.fresh_of.get_mut(&nid).expect("indexed with the block");
+        of.remove(&a);
+        if of.is_empty() {
+            self.fresh_of.remove(&nid);
+        }
     }
 
     fn is_pre_invalid(&self, a: BlkAddr) -> bool {
@@ -249,6 +270,22 @@ impl Segments {
         self.ssa[i] = owner;
         let (seg, _) = self.layout.seg_of(z, off);
         self.ssa_dirty.insert(seg);
+        if let Some(th) = &mut self.threaded
+            && self.zone_temp[z as usize] != Some(Temp::WarmNode)
+        {
+            th.fresh.insert(a, owner.nid);
+            th.fresh_of.entry(owner.nid).or_default().insert(a);
+        }
+    }
+
+    /// An fsync wrote node `nid` for roll-forward: the blocks it points to that were written
+    /// since the last checkpoint are now needed by recovery until the next one.
+    pub fn made_durable(&mut self, nid: Nid) {
+        if let Some(th) = &mut self.threaded {
+            for a in th.fresh_of.remove(&nid).unwrap_or_default() {
+                th.fresh.remove(&a);
+            }
+        }
     }
 
     /// The owner of valid block `a` is `owner` (a block reserved valid before its owner was
@@ -259,15 +296,22 @@ impl Segments {
         self.ssa[self.layout.main_index(z, off)] = owner;
         let (seg, _) = self.layout.seg_of(z, off);
         self.ssa_dirty.insert(seg);
+        if let Some(th) = &mut self.threaded
+            && let Some(was) = th.fresh.insert(a, owner.nid)
+        {
+            th.forget_fresh_of(was, a);
+            th.fresh_of.entry(owner.nid).or_default().insert(a);
+        }
     }
 
     /// A block's data is dead (overwritten, truncated, moved).
     pub fn invalidate(&mut self, a: BlkAddr, now: u64) {
         if a != NULL_ADDR {
             self.mark(a, false, now);
-            if let Some(th) = &mut self.threaded
-                && th.pre_invalid.insert(a)
-            {
+            let Some(th) = &mut self.threaded else { return };
+            if let Some(nid) = th.fresh.remove(&a) {
+                th.forget_fresh_of(nid, a);
+            } else if th.pre_invalid.insert(a) {
                 let (z, _) = self.layout.locate(a).expect("checked in mark");
                 th.pre_invalid_zone[z as usize] += 1;
             }
@@ -280,6 +324,8 @@ impl Segments {
         if let Some(th) = &mut self.threaded {
             let now = std::mem::take(&mut th.pre_invalid);
             th.pre_invalid_cp.extend(now);
+            th.fresh.clear();
+            th.fresh_of.clear();
         }
     }
 
@@ -732,6 +778,45 @@ mod tests {
                 .map(|(z, k)| (z, k.is_some())),
             Some((node, true))
         );
+    }
+
+    /// Pre-invalid blocks (seed 000 §3.3.2: invalid, "but a crash recovery will need to
+    /// restore" them) are those valid at the last checkpoint, the warm node log's (the chain
+    /// roll-forward follows) and the data blocks an fsynced node points to; a block both
+    /// written and dropped since the checkpoint is free at once. The next checkpoint frees
+    /// them all.
+    #[test]
+    fn only_blocks_a_recovery_needs_are_pre_invalid() {
+        let mut s = segments();
+        let take = |s: &mut Segments, t: Temp, nid: Nid| {
+            let a = s.alloc(t).expect("room");
+            s.validate(a, Summary { nid, ofs: 0 }, 0);
+            a
+        };
+        let checkpointed = take(&mut s, Temp::WarmData, 10);
+        s.checkpoint_begins();
+        s.checkpoint_durable();
+        let dropped = take(&mut s, Temp::WarmData, 11);
+        let fsynced = take(&mut s, Temp::WarmData, 12);
+        let chained = take(&mut s, Temp::WarmNode, 13);
+        // A block reserved for one owner and given to another (IZC's destinations) follows
+        // its final owner.
+        let moved = take(&mut s, Temp::ColdData, 14);
+        s.set_owner(moved, Summary { nid: 12, ofs: 1 });
+        s.made_durable(12);
+        for a in [checkpointed, dropped, fsynced, chained, moved] {
+            s.invalidate(a, 1);
+        }
+        let th = s.threaded.as_ref().expect("on");
+        let pre: Vec<bool> = [checkpointed, dropped, fsynced, chained, moved]
+            .iter()
+            .map(|&a| th.is_pre_invalid(a))
+            .collect();
+        assert_eq!(pre, [true, false, true, true, true]);
+        assert_eq!(th.pre_invalid_blocks(), 4);
+        s.checkpoint_begins();
+        s.checkpoint_durable();
+        assert_eq!(s.threaded.as_ref().expect("on").pre_invalid_blocks(), 0);
     }
 
     /// N_cold (seed 000 §3.3.2) counts blocks unchanged across two consecutive TL_opens of
