@@ -2102,7 +2102,10 @@ impl Fs {
         // gc_node_segment (node pages read, dirtied and written back by the host), so node
         // reclaiming stays expensive under IZC, and is where threaded logging gains most
         // (seed 000 §4.2: "high reclaiming efficiency during node segment reclaiming").
-        let kind = self.inner.st.borrow().segs.victim_kind(z);
+        let (temp, kind) = {
+            let segs = &self.inner.st.borrow().segs;
+            (segs.victim_temp(z), segs.victim_kind(z))
+        };
         let in_storage = match (self.inner.policy.migration(), kind) {
             (Migration::InStorage(c), VictimKind::Data) => Some(c),
             _ => None,
@@ -2173,11 +2176,12 @@ impl Fs {
         time.checkpoint = self.inner.sim.now() - t_write;
         let mut st = self.inner.st.borrow_mut();
         // HSR's alpha (seed 000 §3.3.2): `modified_meta` per block moved. (The checkpoint's
-        // own writes also carry nodes other calls dirtied, so they are not counted.) Node
-        // victims are profiled apart: their moves update no node (VictimKind).
+        // own writes also carry nodes other calls dirtied, so they are not counted.) Profiled
+        // per log that wrote the victim (Hsr): node victims' moves update no node, and
+        // directory blocks each have their own owner.
         if let Some(th) = &mut st.segs.threaded {
             th.hsr
-                .observe_alpha(kind, modified_meta, valid.len() as u64);
+                .observe_alpha(temp, modified_meta, valid.len() as u64);
         }
         st.stats.zones_cleaned += 1;
         if in_storage.is_some() {

@@ -1,7 +1,7 @@
 //! Cleaning policies: strategies the file system consults, so `izc`, `znsplus`, `f2fs-ss`,
 //! `zlfs` and `isar` add their own without touching the baseline (DESIGN.md, File system).
 
-use crate::segment::Segments;
+use crate::segment::{Segments, Temp};
 
 /// How the valid blocks of a victim move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,20 +114,37 @@ pub enum ColdBenefit {
     Profiled,
 }
 
-/// What a compaction victim holds: HSR profiles alpha separately for the two (seed 000
-/// §3.3.2: "when the victim segment of segment compaction is a node segment, no additional
-/// node update occurs; thus, N_node is 0", so only metadata blocks follow its moves).
+/// What a compaction victim holds: node blocks (a node log wrote it) or data blocks. Only data
+/// victims are offloaded by IZC; node victims are cleaned by the host (seed 000 §3.2.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VictimKind {
-    Data = 0,
-    Node = 1,
+    Data,
+    Node,
+}
+
+impl VictimKind {
+    /// The kind of a zone the log `temp` wrote.
+    pub fn of(temp: Temp) -> VictimKind {
+        match temp {
+            Temp::HotNode | Temp::WarmNode | Temp::ColdNode => VictimKind::Node,
+            Temp::HotData | Temp::WarmData | Temp::ColdData => VictimKind::Data,
+        }
+    }
 }
 
 /// Hybrid segment recycling's cost model (seed 000 §3.3.2): the reclaiming costs of threaded
 /// logging and of segment compaction, in nanoseconds of device work. alpha (node and metadata
-/// blocks a compaction writes per block moved, per kind of victim) and beta are profiled at
-/// run time; until the first observation, alpha is the paper's observed average (0.2) for data
-/// victims and 0 for node victims (no node update), and beta 0 (no benefit predicted).
+/// blocks a compaction writes per block moved) and beta are profiled at run time; until the
+/// first observation, alpha is the paper's observed average (0.2) for data victims and 0 for
+/// node victims (§3.3.2: "when the victim segment of segment compaction is a node segment, no
+/// additional node update occurs; thus, N_node is 0"), and beta 0 (no benefit predicted).
+///
+/// alpha is profiled per log that wrote the victim, as the paper's split of node and data
+/// victims, one step finer: the blocks of one log share an owner structure that another's do
+/// not. A hot data zone holds directory blocks, each its own directory's (alpha near 1); a
+/// warm data zone holds runs of file blocks under one node (fileserver: about 0.08). One
+/// average over both, weighted by the few compactions HSR lets through, would price every
+/// compaction of file data at the directories' rate.
 ///
 /// beta: the paper leaves its profiling open ("its appropriate value can be profiled at run
 /// time"). Moving a cold block out saves its plugging at the zone's next TL_open only if it
@@ -146,8 +163,9 @@ pub struct Hsr {
     pub write_ns: f64,
     pub plugging_share: f64,
     pub cold_benefit: ColdBenefit,
-    /// Per [`VictimKind`]: (node and metadata blocks written, blocks moved).
-    alpha_sum: [(u64, u64); 2],
+    /// Per log that wrote the victim ([`Temp`]): (node and metadata blocks written, blocks
+    /// moved).
+    alpha_sum: [(u64, u64); 6],
     /// (still valid, of how many) at the next TL_open: of cold blocks, and of the blocks the
     /// log wrote since the previous one.
     beta_sum: [(u64, u64); 2],
@@ -160,13 +178,14 @@ impl Hsr {
             write_ns,
             plugging_share,
             cold_benefit,
-            alpha_sum: [(0, 0); 2],
+            alpha_sum: [(0, 0); 6],
             beta_sum: [(0, 0); 2],
         }
     }
 
-    pub fn alpha(&self, kind: VictimKind) -> f64 {
-        match (self.alpha_sum[kind as usize], kind) {
+    /// alpha of a victim the log `victim` wrote.
+    pub fn alpha(&self, victim: Temp) -> f64 {
+        match (self.alpha_sum[victim as usize], VictimKind::of(victim)) {
             ((_, 0), VictimKind::Data) => 0.2,
             ((_, 0), VictimKind::Node) => 0.0,
             ((meta, moved), _) => meta as f64 / moved as f64,
@@ -180,10 +199,10 @@ impl Hsr {
         }
     }
 
-    /// A compaction of a `kind` victim moved `moved` blocks and wrote `meta` node and
-    /// metadata blocks.
-    pub fn observe_alpha(&mut self, kind: VictimKind, meta: u64, moved: u64) {
-        let a = &mut self.alpha_sum[kind as usize];
+    /// A compaction of a victim the log `victim` wrote moved `moved` blocks and wrote `meta`
+    /// node and metadata blocks.
+    pub fn observe_alpha(&mut self, victim: Temp, meta: u64, moved: u64) {
+        let a = &mut self.alpha_sum[victim as usize];
         a.0 += meta;
         a.1 += moved;
     }
@@ -208,15 +227,15 @@ impl Hsr {
         self.plugging_cost(keep as f64)
     }
 
-    /// C_SC = f_copy(N_valid) + f_write(alpha N_valid) - B_cold, for a victim of kind
-    /// `kind` with `cold` = N_cold; B_cold = f_plugging(beta N_cold) or none
+    /// C_SC = f_copy(N_valid) + f_write(alpha N_valid) - B_cold, for a victim the log
+    /// `victim` wrote with `cold` = N_cold; B_cold = f_plugging(beta N_cold) or none
     /// ([`ColdBenefit`]).
-    pub fn compaction_cost(&self, kind: VictimKind, valid: u64, cold: u64) -> f64 {
+    pub fn compaction_cost(&self, victim: Temp, valid: u64, cold: u64) -> f64 {
         let b_cold = match self.cold_benefit {
             ColdBenefit::None => 0.0,
             ColdBenefit::Profiled => self.plugging_cost(self.beta() * cold as f64),
         };
-        self.copy_ns * valid as f64 + self.write_ns * self.alpha(kind) * valid as f64 - b_cold
+        self.copy_ns * valid as f64 + self.write_ns * self.alpha(victim) * valid as f64 - b_cold
     }
 }
 
@@ -423,28 +442,33 @@ mod tests {
 
     #[test]
     fn hybrid_recycling_prefers_the_cheaper_reclaim() {
-        use VictimKind::{Data, Node};
+        use Temp::{HotData, WarmData, WarmNode};
         let mut h = Hsr::new(100.0, 100.0, 0.9, ColdBenefit::Profiled);
         // No cold data: threaded logging of a zone keeping 100 blocks costs 9000, compaction
         // of a data zone with 80 valid blocks 80 x (100 + 0.2 x 100) = 9600.
-        assert!(h.threaded_logging_cost(100) < h.compaction_cost(Data, 80, 0));
+        assert!(h.threaded_logging_cost(100) < h.compaction_cost(WarmData, 80, 0));
         // A node victim has no node updates: 8000, cheaper.
-        assert!(h.threaded_logging_cost(100) > h.compaction_cost(Node, 80, 0));
-        // Profiled alpha 0 for data victims: compaction of 80 costs 8000, cheaper; node
+        assert!(h.threaded_logging_cost(100) > h.compaction_cost(WarmNode, 80, 0));
+        // Profiled alpha 0 for warm data victims: compaction of 80 costs 8000, cheaper; node
         // victims keep their own profile.
-        h.observe_alpha(Data, 0, 1000);
-        h.observe_alpha(Node, 500, 1000);
-        assert!(h.threaded_logging_cost(100) > h.compaction_cost(Data, 80, 0));
-        assert!(h.threaded_logging_cost(100) < h.compaction_cost(Node, 80, 0));
+        h.observe_alpha(WarmData, 0, 1000);
+        h.observe_alpha(WarmNode, 500, 1000);
+        assert!(h.threaded_logging_cost(100) > h.compaction_cost(WarmData, 80, 0));
+        assert!(h.threaded_logging_cost(100) < h.compaction_cost(WarmNode, 80, 0));
+        // Directory blocks (one owner each) price hot data victims, not warm ones.
+        h.observe_alpha(HotData, 1000, 1000);
+        assert_eq!(h.alpha(HotData), 1.0);
+        assert_eq!(h.alpha(WarmData), 0.0);
+        assert!(h.compaction_cost(HotData, 80, 0) > h.compaction_cost(WarmData, 80, 0));
         // Cold blocks that stay valid make compaction's migration worth more, unless B_cold
         // is left out.
         h.observe_beta((9, 10), (5, 10));
         assert!((h.beta() - 0.4).abs() < 1e-9);
-        assert!(h.compaction_cost(Data, 80, 50) < h.compaction_cost(Data, 80, 0));
+        assert!(h.compaction_cost(WarmData, 80, 50) < h.compaction_cost(WarmData, 80, 0));
         h.cold_benefit = ColdBenefit::None;
         assert_eq!(
-            h.compaction_cost(Data, 80, 50),
-            h.compaction_cost(Data, 80, 0)
+            h.compaction_cost(WarmData, 80, 50),
+            h.compaction_cost(WarmData, 80, 0)
         );
     }
 }

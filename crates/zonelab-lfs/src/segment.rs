@@ -502,7 +502,7 @@ impl Segments {
                     tl_cost
                         <= th
                             .hsr
-                            .compaction_cost(self.victim_kind(v), valid, self.cold_blocks(v))
+                            .compaction_cost(self.victim_temp(v), valid, self.cold_blocks(v))
                 });
             if prefer_tl {
                 return Some((z, Some(self.open_for_threaded_logging(z))));
@@ -542,13 +542,15 @@ impl Segments {
             .min_by_key(|&(z, keep)| (keep, z))
     }
 
-    /// Whether zone `z` holds node blocks (a node log wrote it) or data blocks. A zone no
-    /// log has written since mount counts as data.
+    /// The log that wrote zone `z`; a zone no log has written since mount counts as warm data
+    /// (the log of file data).
+    pub fn victim_temp(&self, z: u32) -> Temp {
+        self.zone_temp[z as usize].unwrap_or(Temp::WarmData)
+    }
+
+    /// Whether zone `z` holds node blocks (a node log wrote it) or data blocks.
     pub fn victim_kind(&self, z: u32) -> VictimKind {
-        match self.zone_temp[z as usize] {
-            Some(Temp::HotNode | Temp::WarmNode | Temp::ColdNode) => VictimKind::Node,
-            _ => VictimKind::Data,
-        }
+        VictimKind::of(self.victim_temp(z))
     }
 
     /// The zone greedy segment compaction would clean.
