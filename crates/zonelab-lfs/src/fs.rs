@@ -2102,10 +2102,8 @@ impl Fs {
         // gc_node_segment (node pages read, dirtied and written back by the host), so node
         // reclaiming stays expensive under IZC, and is where threaded logging gains most
         // (seed 000 §4.2: "high reclaiming efficiency during node segment reclaiming").
-        let (temp, kind) = {
-            let segs = &self.inner.st.borrow().segs;
-            (segs.victim_temp(z), segs.victim_kind(z))
-        };
+        let temp = self.inner.st.borrow().segs.victim_temp(z);
+        let kind = VictimKind::of(temp);
         let in_storage = match (self.inner.policy.migration(), kind) {
             (Migration::InStorage(c), VictimKind::Data) => Some(c),
             _ => None,

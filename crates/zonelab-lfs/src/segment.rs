@@ -4,7 +4,7 @@
 
 use crate::layout::Layout;
 use crate::ondisk::{BlkAddr, CursegState, NULL_ADDR, Nid, SitEntry, Summary};
-use crate::policy::{Hsr, VictimKind};
+use crate::policy::Hsr;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The six logs, in checkpoint order (F2FS's CURSEG_* numbering).
@@ -106,14 +106,13 @@ pub struct Threaded {
     /// Those of a checkpoint in progress (reusable once it is durable).
     pre_invalid_cp: BTreeSet<BlkAddr>,
     pre_invalid_zone: Vec<u32>,
-    /// Blocks written since the last checkpoint began that no recovery needs yet, with their
-    /// owner node: invalidated, they are free at once. The published ZNS+ F2FS counts as
+    /// Blocks written since the last checkpoint began that no recovery needs yet, by owner
+    /// node (the SSA names a block's owner): invalidated, they are free at once. The published ZNS+ F2FS counts as
     /// pre-invalid only blocks valid at the checkpoint (`update_sit_entry` adds to `uc_blocks`
     /// when the block's `ckpt_valid_map` bit is set), and its SSR reuses the rest. Here the
     /// blocks roll-forward reads are kept out: the warm node log's (never entered) and the data
     /// blocks of a node an fsync writes ([`Segments::made_durable`]).
-    fresh: BTreeMap<BlkAddr, Nid>,
-    fresh_of: BTreeMap<Nid, BTreeSet<BlkAddr>>,
+    fresh: BTreeMap<Nid, BTreeSet<BlkAddr>>,
     /// Per log: the blocks its threaded-logging zone skips; and those of its next zone.
     skip: [Option<Vec<bool>>; 6],
     next_skip: [Option<Vec<bool>>; 6],
@@ -147,7 +146,6 @@ impl Threaded {
             pre_invalid_cp: BTreeSet::new(),
             pre_invalid_zone: vec![0; zones],
             fresh: BTreeMap::new(),
-            fresh_of: BTreeMap::new(),
             skip: Default::default(),
             next_skip: Default::default(),
             last_open: BTreeMap::new(),
@@ -161,13 +159,16 @@ impl Threaded {
         (self.pre_invalid.len() + self.pre_invalid_cp.len()) as u64
     }
 
-    /// Drops fresh block `a` from its owner `nid`'s index.
-    fn forget_fresh_of(&mut self, nid: Nid, a: BlkAddr) {
-        let of = self.fresh_of.get_mut(&nid).expect("indexed with the block");
-        of.remove(&a);
+    /// Drops block `a` of owner `nid` from the fresh blocks; whether it was one.
+    fn forget_fresh(&mut self, nid: Nid, a: BlkAddr) -> bool {
+        let Some(of) = self.fresh.get_mut(&nid) else {
+            return false;
+        };
+        let was = of.remove(&a);
         if of.is_empty() {
-            self.fresh_of.remove(&nid);
+            self.fresh.remove(&nid);
         }
+        was
     }
 
     fn is_pre_invalid(&self, a: BlkAddr) -> bool {
@@ -273,8 +274,7 @@ impl Segments {
         if let Some(th) = &mut self.threaded
             && self.zone_temp[z as usize] != Some(Temp::WarmNode)
         {
-            th.fresh.insert(a, owner.nid);
-            th.fresh_of.entry(owner.nid).or_default().insert(a);
+            th.fresh.entry(owner.nid).or_default().insert(a);
         }
     }
 
@@ -282,9 +282,7 @@ impl Segments {
     /// since the last checkpoint are now needed by recovery until the next one.
     pub fn made_durable(&mut self, nid: Nid) {
         if let Some(th) = &mut self.threaded {
-            for a in th.fresh_of.remove(&nid).unwrap_or_default() {
-                th.fresh.remove(&a);
-            }
+            th.fresh.remove(&nid);
         }
     }
 
@@ -293,14 +291,14 @@ impl Segments {
     pub fn set_owner(&mut self, a: BlkAddr, owner: Summary) {
         assert!(self.is_valid(a), "owner set on invalid block {a}");
         let (z, off) = self.layout.locate(a).expect("a main-area block");
-        self.ssa[self.layout.main_index(z, off)] = owner;
+        let i = self.layout.main_index(z, off);
+        let was = std::mem::replace(&mut self.ssa[i], owner);
         let (seg, _) = self.layout.seg_of(z, off);
         self.ssa_dirty.insert(seg);
         if let Some(th) = &mut self.threaded
-            && let Some(was) = th.fresh.insert(a, owner.nid)
+            && th.forget_fresh(was.nid, a)
         {
-            th.forget_fresh_of(was, a);
-            th.fresh_of.entry(owner.nid).or_default().insert(a);
+            th.fresh.entry(owner.nid).or_default().insert(a);
         }
     }
 
@@ -309,10 +307,9 @@ impl Segments {
         if a != NULL_ADDR {
             self.mark(a, false, now);
             let Some(th) = &mut self.threaded else { return };
-            if let Some(nid) = th.fresh.remove(&a) {
-                th.forget_fresh_of(nid, a);
-            } else if th.pre_invalid.insert(a) {
-                let (z, _) = self.layout.locate(a).expect("checked in mark");
+            let (z, off) = self.layout.locate(a).expect("checked in mark");
+            let owner = self.ssa[self.layout.main_index(z, off)].nid;
+            if !th.forget_fresh(owner, a) && th.pre_invalid.insert(a) {
                 th.pre_invalid_zone[z as usize] += 1;
             }
         }
@@ -325,7 +322,6 @@ impl Segments {
             let now = std::mem::take(&mut th.pre_invalid);
             th.pre_invalid_cp.extend(now);
             th.fresh.clear();
-            th.fresh_of.clear();
         }
     }
 
@@ -546,11 +542,6 @@ impl Segments {
     /// (the log of file data).
     pub fn victim_temp(&self, z: u32) -> Temp {
         self.zone_temp[z as usize].unwrap_or(Temp::WarmData)
-    }
-
-    /// Whether zone `z` holds node blocks (a node log wrote it) or data blocks.
-    pub fn victim_kind(&self, z: u32) -> VictimKind {
-        VictimKind::of(self.victim_temp(z))
     }
 
     /// The zone greedy segment compaction would clean.
