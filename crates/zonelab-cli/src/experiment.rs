@@ -123,6 +123,9 @@ pub struct FsCfg {
     pub utilization: Option<f64>,
     #[serde(default = "one_u32")]
     pub segs_per_zone: u32,
+    /// Zones kept free for cleaning: writers clean when fewer are free, and twice this many
+    /// are left out of the capacity users see (default: 4 + 2% of the zones).
+    pub reserved_zones: Option<u32>,
     /// Policy options (none for f2fs yet).
     #[serde(default)]
     pub options: BTreeMap<String, toml::Value>,
@@ -141,6 +144,7 @@ impl Default for FsCfg {
             policy: f2fs(),
             utilization: None,
             segs_per_zone: 1,
+            reserved_zones: None,
             options: BTreeMap::new(),
         }
     }
@@ -393,6 +397,7 @@ pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Pla
             ..Default::default()
         },
         cache_bytes,
+        reserved_zones: exp.fs.reserved_zones,
         ..Default::default()
     };
     let cfg = RunConfig {

@@ -43,7 +43,8 @@ pub struct ReproduceArgs {
     #[arg(long)]
     pub(crate) seeds: Option<u64>,
     /// zns-plus: only these figures and tables, comma-separated (fig6, table4, fig7, table5,
-    /// fig8, fig9 with fig10, fig11, fig12; default: all), and only the runs they need.
+    /// theta (the θ_PI sweep), fig8, fig9 with fig10, fig11, fig12; default: all), and only
+    /// the runs they need.
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Vec<String>,
 }

@@ -76,9 +76,19 @@ struct Scale {
     chips: Vec<u32>,
     /// Fig. 12's (PCIe lanes, chips).
     lanes: Vec<(u32, u32)>,
+    /// θ_PI values of the sweep (§3.3.2), in the paper's MB (scaled as [`Scale::theta_mib`]).
+    thetas: Vec<u32>,
 }
 
 impl Scale {
+    /// θ_PI for the paper's `paper_mb`, scaled with the file system (512 zones of 32 MiB in
+    /// the paper): pre-invalid blocks, which threaded logging must plug, stay the same share
+    /// of the capacity. (Checkpoints then come as much more often per byte written, since the
+    /// device keeps the paper's speed; the θ_PI sweep shows what each choice costs.)
+    fn theta_mib(&self, paper_mb: u32) -> u32 {
+        (paper_mb * self.zones / 512).max(1)
+    }
+
     fn new(quick: bool) -> Scale {
         if quick {
             Scale {
@@ -88,6 +98,7 @@ impl Scale {
                 utilizations: vec![70, 80, 90],
                 chips: vec![4, 16, 32],
                 lanes: vec![(1, 8), (2, 16), (4, 32)],
+                thetas: vec![THETA_PI_MB, 4 * THETA_PI_MB],
             }
         } else {
             Scale {
@@ -97,10 +108,20 @@ impl Scale {
                 utilizations: vec![50, 60, 70, 80, 90, 95],
                 chips: vec![4, 8, 16, 32],
                 lanes: vec![(1, 8), (2, 16), (4, 32), (8, 64)],
+                thetas: vec![
+                    THETA_PI_MB / 2,
+                    THETA_PI_MB,
+                    2 * THETA_PI_MB,
+                    4 * THETA_PI_MB,
+                ],
             }
         }
     }
 }
+
+/// θ_PI of the paper's 16 GB file system, MB (§3.3.2: performance "was maximized when θ_PI
+/// was around 128 MB").
+const THETA_PI_MB: u32 = 128;
 
 /// File-system schemes of §4.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -183,6 +204,8 @@ struct Cfg {
     util: u32,
     chips: u32,
     lanes: u32,
+    /// θ_PI of the ZNS+ schemes, in the paper's MB ([`Scale::theta_mib`]).
+    theta_pi: u32,
 }
 
 impl Cfg {
@@ -194,12 +217,18 @@ impl Cfg {
             util: 90,
             chips: 16,
             lanes: 2,
+            theta_pi: THETA_PI_MB,
         }
     }
 
     fn key(&self) -> String {
+        let theta = if self.theta_pi == THETA_PI_MB {
+            String::new()
+        } else {
+            format!("/pi{}", self.theta_pi)
+        };
         format!(
-            "{}/{}/{}/u{}/c{}/l{}",
+            "{}/{}/{}/u{}/c{}/l{}{theta}",
             WORKLOADS[self.workload].0,
             self.scheme.name(),
             self.medium,
@@ -251,10 +280,9 @@ impl Cfg {
                 | Scheme::ZnsPlusNoCb
                 | Scheme::ZnsPlusNoBcold
         ) {
-            // θ_PI: 128 MiB for the paper's 16 GiB (512 zones of 32 MiB).
             v.push(format!(
                 "fs.options.checkpoint_pre_invalid=\"{}MiB\"",
-                (128 * sc.zones / 512).max(1)
+                sc.theta_mib(self.theta_pi)
             ));
         }
         v
@@ -489,8 +517,8 @@ fn holds(b: bool) -> f64 {
 
 /// Every experiment the items need (duplicates removed).
 /// The figures and tables `--only` can pick (Fig. 10 comes with Fig. 9).
-const FIGURES: [&str; 8] = [
-    "fig6", "table4", "fig7", "table5", "fig8", "fig9", "fig11", "fig12",
+const FIGURES: [&str; 9] = [
+    "fig6", "table4", "fig7", "table5", "theta", "fig8", "fig9", "fig11", "fig12",
 ];
 
 /// Every experiment the selected figures need (duplicates removed).
@@ -529,6 +557,15 @@ fn plan(sc: &Scale, only: &BTreeSet<&str>) -> Vec<Cfg> {
         }
     }
     let only_if = |fig: &str, n: usize| if only.contains(fig) { n } else { 0 };
+    // §3.3.2: the θ_PI sweep, ZNS+ on every workload.
+    for &theta_pi in &sc.thetas[..only_if("theta", sc.thetas.len())] {
+        for w in 0..WORKLOADS.len() {
+            v.push(Cfg {
+                theta_pi,
+                ..Cfg::new(w, ZnsPlus)
+            });
+        }
+    }
     // Fig. 8: utilization.
     for &util in &sc.utilizations[..only_if("fig8", sc.utilizations.len())] {
         for s in [Zns, IzcH, ZnsPlus] {
@@ -607,11 +644,12 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
     let mut table = Table { items: Vec::new() };
     let mut figs = serde_json::Map::new();
     type Items = fn(&Runs, &Scale, &mut Table, &mut serde_json::Map<String, Value>);
-    let items: [(&str, Items); 8] = [
+    let items: [(&str, Items); 9] = [
         ("fig6", |r, _, t, f| fig6(r, t, f)),
         ("table4", |r, _, t, f| table4(r, t, f)),
         ("fig7", |r, _, t, f| fig7(r, t, f)),
         ("table5", |r, _, t, f| table5(r, t, f)),
+        ("theta", theta_pi),
         ("fig8", fig8),
         ("fig9", |r, _, t, f| fig9_10(r, t, f)),
         ("fig11", fig11),
@@ -631,7 +669,8 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
         "utilization": 0.9, "host_dram_mib": {
             "filebench": page_cache_mib("fileserver", &sc), "oltp": page_cache_mib("tpcc", &sc)
         },
-        "checkpoint_pre_invalid_mib": (128 * sc.zones / 512).max(1),
+        "checkpoint_pre_invalid_mib": sc.theta_mib(THETA_PI_MB),
+        "theta_pi_sweep_paper_mb": sc.thetas,
     });
     std::fs::write(
         dir.join("table.json"),
@@ -959,6 +998,84 @@ fn table5(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
         Check::Within(0.5),
     );
     figs.insert("table5".into(), json!(rows));
+}
+
+/// §3.3.2: the θ_PI that maximizes ZNS+'s throughput over the workloads ("the overall
+/// performance was maximized when θ_PI was around 128 MB"), in the paper's MB (each value
+/// scaled with the file system as the runs are). Each workload's throughput is taken
+/// relative to its best over the sweep, and the θ_PI with the highest mean wins; the share of
+/// zones threaded logging reclaims is shown beside it, since pre-invalid blocks make
+/// threaded logging dearer as θ_PI grows.
+fn theta_pi(r: &Runs, sc: &Scale, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
+    let at = |w, theta_pi| Cfg {
+        theta_pi,
+        ..Cfg::new(w, Scheme::ZnsPlus)
+    };
+    let mbps: Vec<Vec<f64>> = (0..WORKLOADS.len())
+        .map(|w| sc.thetas.iter().map(|&th| r.mbps(at(w, th))).collect())
+        .collect();
+    let relative: Vec<Vec<f64>> = mbps
+        .iter()
+        .map(|row| {
+            let best = row.iter().copied().fold(f64::NAN, f64::max);
+            row.iter().map(|x| x / best).collect()
+        })
+        .collect();
+    let mean: Vec<f64> = (0..sc.thetas.len())
+        .map(|k| relative.iter().map(|row| row[k]).sum::<f64>() / relative.len() as f64)
+        .collect();
+    let tl_pct: Vec<Vec<f64>> = (0..WORKLOADS.len())
+        .map(|w| {
+            sc.thetas
+                .iter()
+                .map(|&th| {
+                    let tl = r.f(at(w, th), "gc.by_method.threaded_logging");
+                    pct(tl, tl + r.f(at(w, th), "gc.by_method.izc"))
+                })
+                .collect()
+        })
+        .collect();
+    let best = (0..sc.thetas.len())
+        .max_by(|&a, &b| mean[a].total_cmp(&mean[b]))
+        .map_or(f64::NAN, |k| sc.thetas[k] as f64);
+    t.add(
+        "§3.3.2",
+        "θ_PI with the highest mean ZNS+ throughput (each workload relative to its best), \
+         paper-scale MB",
+        "MB",
+        128.0,
+        best,
+        Check::Range(64.0, 256.0),
+    );
+    for (k, &th) in sc.thetas.iter().enumerate() {
+        let tl: Vec<f64> = tl_pct
+            .iter()
+            .map(|row| row[k])
+            .filter(|x| x.is_finite())
+            .collect();
+        t.add(
+            "§3.3.2",
+            &format!(
+                "θ_PI {th} MB ({} MiB here): mean relative throughput {:.3}; mean share \
+                 reclaimed by threaded logging",
+                sc.theta_mib(th),
+                mean[k]
+            ),
+            "%",
+            f64::NAN,
+            tl.iter().sum::<f64>() / tl.len() as f64,
+            Check::Report,
+        );
+    }
+    figs.insert(
+        "theta".into(),
+        json!({
+            "theta_pi_paper_mb": sc.thetas,
+            "theta_pi_mib": sc.thetas.iter().map(|&th| sc.theta_mib(th)).collect::<Vec<_>>(),
+            "workloads": WORKLOADS.iter().map(|w| w.0).collect::<Vec<_>>(),
+            "mb_per_sec": mbps, "relative": relative, "mean_relative": mean, "tl_pct": tl_pct,
+        }),
+    );
 }
 
 /// Fig. 8: fileserver throughput and WAF vs utilization.
@@ -1422,6 +1539,21 @@ fn plots(dir: &Path, figs: &serde_json::Map<String, Value>) -> Result<()> {
                 ],
             },
             &dir.join("table5_tl_bp.png"),
+        )?;
+    }
+    if figs.contains_key("theta") {
+        // §3.3.2: the θ_PI sweep.
+        let th = &figs["theta"];
+        render_png(
+            &lines(
+                "θ_PI sweep: ZNS+ throughput relative to each workload's best (paper: best near 128 MB)",
+                "θ_PI (MB at the paper's 16 GB; scaled with the file system)",
+                "relative throughput",
+                &nums(&th["theta_pi_paper_mb"]),
+                &rows(&th["relative"]),
+                &short,
+            ),
+            &dir.join("theta_pi_sweep.png"),
         )?;
     }
     if figs.contains_key("fig8") {

@@ -47,8 +47,8 @@ fn zns_plus_quick_has_every_item_plot_and_clean_run() {
     assert_eq!(table["seeds"], serde_json::json!([1]));
     let items = table["items"].as_array().unwrap();
     for obs in [
-        "Fig 6", "Table 4", "Fig 7a", "Fig 7b", "Table 5", "Fig 8", "Fig 9", "Fig 10", "Fig 11a",
-        "Fig 11b", "Fig 12a", "Fig 12b",
+        "Fig 6", "Table 4", "Fig 7a", "Fig 7b", "Table 5", "§3.3.2", "Fig 8", "Fig 9", "Fig 10",
+        "Fig 11a", "Fig 11b", "Fig 12a", "Fig 12b",
     ] {
         let of: Vec<_> = items.iter().filter(|i| i["observation"] == obs).collect();
         assert!(!of.is_empty(), "no item for {obs}");
@@ -73,8 +73,9 @@ fn zns_plus_quick_has_every_item_plot_and_clean_run() {
         74.0
     );
     assert_eq!(paper("segments reclaimed by threaded logging, tpcc"), 85.8);
+    assert_eq!(paper("θ_PI with the highest mean ZNS+ throughput"), 128.0);
     for fig in [
-        "fig6", "table4", "fig7", "table5", "fig8", "fig9", "fig10", "fig11", "fig12",
+        "fig6", "table4", "fig7", "table5", "theta", "fig8", "fig9", "fig10", "fig11", "fig12",
     ] {
         assert!(
             table["figures"][fig].is_object() || table["figures"][fig].is_array(),
@@ -88,6 +89,7 @@ fn zns_plus_quick_has_every_item_plot_and_clean_run() {
         "fig7a_throughput.png",
         "fig7b_metadata_overhead.png",
         "table5_tl_bp.png",
+        "theta_pi_sweep.png",
         "fig8a_throughput.png",
         "fig8b_waf.png",
         "fig9_chip_utilization.png",
@@ -124,6 +126,21 @@ fn zns_plus_quick_has_every_item_plot_and_clean_run() {
     let nocb = run("fileserver/IZC w/o cpbk/mlc/u90/c16/l2");
     assert_eq!(nocb["device"]["copybacks"], 0);
     assert!(nocb["device"]["readprogram_copies"].as_u64().unwrap() > 0);
+    // The θ_PI sweep ran ZNS+ at the paper's 512 MB, scaled with the file system (32 zones:
+    // 32 MiB).
+    let sweep = runs
+        .iter()
+        .find(|r| r["key"] == "fileserver/ZNS+/mlc/u90/c16/l2/pi512")
+        .expect("the sweep's run at 512 MB");
+    assert!(
+        sweep["sets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "fs.options.checkpoint_pre_invalid=\"32MiB\""),
+        "{}",
+        sweep["sets"]
+    );
     let plus = run("fileserver/ZNS+/mlc/u90/c16/l2");
     assert!(
         plus["gc"]["by_method"]["threaded_logging"]

@@ -122,7 +122,7 @@ fn bad_experiments_are_explained() {
     let out = temp("bad.json");
     let out = out.to_str().unwrap();
     // The arguments after `run`, and what the error must say.
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 10] = [
         (
             &[exp, "-o", out, "--set", "fs.policy=nonsense"],
             "unknown policy",
@@ -165,6 +165,10 @@ fn bad_experiments_are_explained() {
             "expected `none` or `mq-deadline`",
         ),
         (&["/nonexistent.toml"], "cannot read experiment"),
+        (
+            &[exp, "--set", "fs.reserved_zones=100000"],
+            "reserved_zones = 100000 does not fit",
+        ),
     ];
     for (args, says) in cases {
         let o = zonelab(&[&["run"], args].concat());

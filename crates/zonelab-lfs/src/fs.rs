@@ -135,6 +135,22 @@ pub struct FsOptions {
     pub timestamp_offset: u64,
 }
 
+/// The zones kept free for cleaning on a file system of `zones` main zones: `opts`'s, or 4 +
+/// 2% of the zones. Writers clean when fewer are free, and twice as many are left out of the
+/// capacity users see, so a reserve above half the zones leaves users nothing.
+fn reserved_zones(opts: &FsOptions, zones: u32) -> FsResult<u32> {
+    let most = zones / 2;
+    match opts.reserved_zones {
+        None => Ok((4 + zones / 50).clamp(3, most.max(3))),
+        Some(r) if (3..=most).contains(&r) => Ok(r),
+        Some(r) => Err(FsError::Invalid(format!(
+            "reserved_zones = {r} does not fit a file system of {zones} zones: give 3 to {most} \
+             (twice the reserve is left out of the capacity), or leave it unset for 4 + 2% of \
+             the zones"
+        ))),
+    }
+}
+
 impl Default for FsOptions {
     fn default() -> Self {
         FsOptions {
@@ -505,6 +521,7 @@ impl Fs {
         }
         let sb = plan(shape, format, payload == PayloadMode::Fingerprint)?;
         let layout = Layout::new(sb.clone())?;
+        reserved_zones(&opts, sb.main_zones)?;
         let dev = Dev::new(sim.clone(), devices)?;
         // Empty every sequential zone, then write the superblock twice.
         for z in 0..sb.main_zones {
@@ -568,10 +585,7 @@ impl Fs {
         cp_ver: u64,
     ) -> Fs {
         let zones = layout.sb.main_zones;
-        let reserved = opts
-            .reserved_zones
-            .unwrap_or(4 + zones / 50)
-            .clamp(3, zones / 2);
+        let reserved = reserved_zones(&opts, zones).expect("checked before assembling");
         let max_nids = layout.sb.max_nids as usize;
         let nat_blocks = layout.sb.nat_blocks as usize;
         let cache_pages = (opts.cache_bytes / BLOCK as u64).max(64);
@@ -752,6 +766,7 @@ impl Fs {
                 "checkpoint does not match the superblock".into(),
             ));
         }
+        reserved_zones(&opts, layout.sb.main_zones)?;
         let fs = Fs::assemble(sim, dev, layout, opts, policy, payload, cp.version);
         fs.load(&cp).await?;
         fs.start_background();

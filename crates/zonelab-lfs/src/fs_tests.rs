@@ -1524,3 +1524,38 @@ fn a_checkpoint_merges_adjacent_metadata_blocks_into_one_write() {
         meta.len()
     );
 }
+
+/// `reserved_zones` sets the cleaning reserve: twice it is left out of the capacity users
+/// see, and a reserve that would leave users nothing is refused at mkfs with what to give.
+#[test]
+fn reserved_zones_set_the_capacity_and_are_checked() {
+    let capacity = |reserved: Option<u32>| {
+        let (sim, stack) = small_device(PayloadMode::Full);
+        let s = sim.clone();
+        run(&sim, async move {
+            let o = FsOptions {
+                reserved_zones: reserved,
+                ..opts()
+            };
+            Fs::mkfs(s, stack, FormatOptions::default(), o, Box::new(F2fs))
+                .await
+                .map(|fs| {
+                    (
+                        fs.statfs().blocks,
+                        fs.inner.st.borrow().segs.layout.blocks_per_zone,
+                    )
+                })
+        })
+    };
+    let (five, bpz) = capacity(Some(5)).expect("a reserve of 5 fits");
+    let (eight, _) = capacity(Some(8)).expect("a reserve of 8 fits");
+    assert_eq!(five - eight, 2 * 3 * bpz as u64);
+    match capacity(Some(1000)) {
+        Err(FsError::Invalid(m)) => assert!(m.contains("reserved_zones = 1000"), "{m}"),
+        other => panic!(
+            "a reserve of 1000 zones was not refused: {:?}",
+            other.map(|c| c.0)
+        ),
+    }
+    assert!(matches!(capacity(Some(2)), Err(FsError::Invalid(_))));
+}
