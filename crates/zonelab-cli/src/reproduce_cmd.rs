@@ -47,6 +47,10 @@ pub struct ReproduceArgs {
     /// the runs they need.
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Vec<String>,
+    /// zns-plus: the file system's size in 32 MiB zones at 16 chips (default 128, 4 GiB; 32
+    /// with --quick; the paper's 16 GiB is 512). Page cache and θ_PI scale with it.
+    #[arg(long)]
+    pub(crate) zones: Option<u32>,
 }
 
 /// How an item's ZoneLab value is judged against the paper's.
@@ -236,6 +240,9 @@ impl Progress {
 
 pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
     match a.paper.as_str() {
+        "characterization" if a.zones.is_some() => {
+            bail!("--zones sizes the zns-plus reproduction; characterization runs on the zn540")
+        }
         "characterization" => characterization(&a),
         "zns-plus" => crate::reproduce_zns_plus::run(&a),
         other => bail!(

@@ -89,7 +89,23 @@ impl Scale {
         (paper_mb * self.zones / 512).max(1)
     }
 
-    fn new(quick: bool) -> Scale {
+    /// The runs of the full reproduction, or of `--quick`; `zones` overrides their size.
+    fn new(quick: bool, zones: Option<u32>) -> Result<Scale> {
+        let mut sc = Scale::sized(quick);
+        if let Some(z) = zones {
+            // Fig. 12's 64 chips hold the file system in zones four times as large.
+            if z < 32 || !z.is_multiple_of(4) {
+                bail!(
+                    "--zones {z}: give a multiple of 4, at least 32 (the file system in 32 MiB \
+                     zones at 16 chips; 128 by default, 512 is the paper's 16 GiB)"
+                );
+            }
+            sc.zones = z;
+        }
+        Ok(sc)
+    }
+
+    fn sized(quick: bool) -> Scale {
         if quick {
             Scale {
                 zones: 32,
@@ -625,7 +641,7 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
         }
         only
     };
-    let sc = Scale::new(a.quick);
+    let sc = Scale::new(a.quick, a.zones)?;
     let cfgs = plan(&sc, &only);
     let jobs = a.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()

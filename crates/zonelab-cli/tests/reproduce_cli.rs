@@ -175,6 +175,12 @@ fn bad_papers_and_options_are_explained() {
     for (flag, value, names) in [
         ("--seeds", "0", "--seeds"),
         ("--only", "fig6,fig13", "fig13"),
+        (
+            "--zones",
+            "30",
+            "--zones 30: give a multiple of 4, at least 32",
+        ),
+        ("--zones", "34", "--zones 34"),
     ] {
         let o = zonelab(&[
             "reproduce",
@@ -189,6 +195,9 @@ fn bad_papers_and_options_are_explained() {
         let e = String::from_utf8_lossy(&o.stderr);
         assert!(e.contains(names), "{e}");
     }
+    let o = zonelab(&["reproduce", "characterization", "--zones", "64"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--zones sizes the zns-plus"));
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -201,6 +210,8 @@ fn only_runs_the_figures_asked_for() {
         "--quick",
         "--only",
         "table5",
+        "--zones",
+        "36",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -223,5 +234,18 @@ fn only_runs_the_figures_asked_for() {
         .filter(|n| n.ends_with(".png"))
         .collect();
     assert_eq!(pngs, ["table5_tl_bp.png"]);
+    // --zones sized the file system, and θ_PI with it (128 MB at 512 zones: 9 MiB at 36).
+    assert_eq!(table["scale"]["zones_at_16_chips"], 36);
+    let runs: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("runs.json")).unwrap()).unwrap();
+    for r in runs["runs"].as_array().unwrap() {
+        let sets = r["sets"].as_array().unwrap();
+        assert!(sets.iter().any(|s| s == "device.set.zones=36"), "{sets:?}");
+        assert!(
+            sets.iter()
+                .any(|s| s == "fs.options.checkpoint_pre_invalid=\"9MiB\""),
+            "{sets:?}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&out);
 }
