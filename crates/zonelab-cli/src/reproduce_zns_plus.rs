@@ -512,6 +512,13 @@ impl Runs {
         let rp = self.f(c, "device.readprogram_copies");
         pct(cb, cb + rp)
     }
+    /// Zones reopened by threaded logging and zones compacted in the device, and the first's
+    /// share, percent (Table 5).
+    fn tl_share(&self, c: Cfg) -> (f64, f64, f64) {
+        let tl = self.f(c, "gc.by_method.threaded_logging");
+        let izc = self.f(c, "gc.by_method.izc");
+        (tl, izc, pct(tl, tl + izc))
+    }
     /// Node + metadata write traffic per user write byte.
     fn meta_overhead(&self, c: Cfg) -> f64 {
         (self.f(c, "traffic_bytes.node") + self.f(c, "traffic_bytes.meta"))
@@ -954,17 +961,11 @@ fn table5(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
     const BP: [f64; 5] = [11.3, 31.7, 24.7, 34.1, 35.1];
     let mut rows = Vec::new();
     let mut bps = Vec::new();
-    // Zones reopened by threaded logging and compacted, and the first's share.
-    let tl_share = |c: Cfg| {
-        let tl = r.f(c, "gc.by_method.threaded_logging");
-        let izc = r.f(c, "gc.by_method.izc");
-        (tl, izc, pct(tl, tl + izc))
-    };
     for w in 0..WORKLOADS.len() {
         let c = Cfg::new(w, Scheme::ZnsPlus);
-        let (tl, izc, tl_pct) = tl_share(c);
+        let (tl, izc, tl_pct) = r.tl_share(c);
         // Hybrid segment recycling as the published code weighs it (no B_cold).
-        let (_, _, tl_pct_no_bcold) = tl_share(Cfg::new(w, Scheme::ZnsPlusNoBcold));
+        let (_, _, tl_pct_no_bcold) = r.tl_share(Cfg::new(w, Scheme::ZnsPlusNoBcold));
         let bg = r.f(c, "device.plugged_blocks_background");
         let od = r.f(c, "device.plugged_blocks_on_demand");
         let bp_pct = pct(bg, bg + od);
@@ -1044,10 +1045,7 @@ fn theta_pi(r: &Runs, sc: &Scale, t: &mut Table, figs: &mut serde_json::Map<Stri
         .map(|w| {
             sc.thetas
                 .iter()
-                .map(|&th| {
-                    let tl = r.f(at(w, th), "gc.by_method.threaded_logging");
-                    pct(tl, tl + r.f(at(w, th), "gc.by_method.izc"))
-                })
+                .map(|&th| r.tl_share(at(w, th)).2)
                 .collect()
         })
         .collect();
@@ -1059,7 +1057,7 @@ fn theta_pi(r: &Runs, sc: &Scale, t: &mut Table, figs: &mut serde_json::Map<Stri
         "θ_PI with the highest mean ZNS+ throughput (each workload relative to its best), \
          paper-scale MB",
         "MB",
-        128.0,
+        THETA_PI_MB as f64,
         best,
         Check::Range(64.0, 256.0),
     );

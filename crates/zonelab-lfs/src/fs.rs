@@ -137,7 +137,7 @@ pub struct FsOptions {
 
 /// The zones kept free for cleaning on a file system of `zones` main zones: `opts`'s, or 4 +
 /// 2% of the zones. Writers clean when fewer are free, and twice as many are left out of the
-/// capacity users see, so a reserve above half the zones leaves users nothing.
+/// capacity users see, so the reserve is at most half the zones.
 fn reserved_zones(opts: &FsOptions, zones: u32) -> FsResult<u32> {
     let most = zones / 2;
     match opts.reserved_zones {
