@@ -60,7 +60,10 @@ fn check_cleaning(name: &str, v: &Value) {
         u(&c["mean_total"]),
         u(&c["init"]) + u(&c["read"]) + u(&c["write"]) + u(&c["checkpoint"])
     );
-    assert!(u(&c["read"]) > 0 && u(&c["write"]) > 0, "{name}: {c}");
+    // The write phase issues the moved pages' writes without waiting for them (the checkpoint
+    // phase does), so it takes simulated time only when the cleaner waits for a file's lock; it
+    // is reported all the same.
+    assert!(u(&c["read"]) > 0 && c["write"].is_u64(), "{name}: {c}");
     // Host WAF: file-system writes of every class over the workload's writes.
     let t = &v["traffic_bytes"];
     let fs_writes: u64 = ["user_write", "node", "meta", "checkpoint", "gc_host_write"]

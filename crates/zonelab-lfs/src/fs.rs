@@ -3,8 +3,11 @@
 //! State lives in one `RefCell` that no code holds across an `.await`: every call runs as
 //! short synchronous steps between device I/O, so simulated threads interleave as they would on
 //! a real kernel. Locks are simulated where F2FS takes them: `cp_lock` (F2FS's cp_rwsem; every
-//! call holds a share, a checkpoint takes it whole so it blocks writers), `ns_lock` (directory
-//! changes), and per-inode locks for writes and truncation.
+//! call that changes the file system holds a share, a checkpoint takes it whole so it blocks
+//! them), `ns_lock` (directory changes), and per-inode locks for writes and truncation. Calls
+//! that only read (read, lookup, getattr, readdir, readlink) take no share, as F2FS's read paths
+//! take no cp_rwsem, so a checkpoint does not wait for their device reads; instead each device
+//! read pins its zone ([`ReadPin`]) so that a cleaned zone is not reset under it.
 
 use crate::cache::{Cache, PageData, UnderWriteback};
 use crate::dev::{Dev, Devices, Traffic, TrafficBytes, join_all};
@@ -329,6 +332,31 @@ pub(crate) struct Inner {
     /// The first failure of a zone command issued in the background (TL_open, finish of a
     /// threaded-logging zone); the next checkpoint reports it.
     pub zone_job_error: RefCell<Option<FsError>>,
+    /// Device reads in flight per main-area zone ([`ReadPin`]), and the wake-up for a reset
+    /// waiting for a zone's to end.
+    pub read_pins: RefCell<BTreeMap<u32, u32>>,
+    pub reads_unpinned: Notify,
+}
+
+/// A device read in flight from a main-area zone, taken in the same step as the block's address
+/// is looked up: a block cleaning moves meanwhile stays readable at its old address until the
+/// pin drops, since the checkpoint that frees its zone waits for that before resetting it. (In
+/// F2FS a reader holds the page it reads locked, which cleaning must take to move the block.)
+pub(crate) struct ReadPin {
+    inner: Rc<Inner>,
+    zone: u32,
+}
+
+impl Drop for ReadPin {
+    fn drop(&mut self) {
+        let mut pins = self.inner.read_pins.borrow_mut();
+        let n = pins.get_mut(&self.zone).expect("a pinned zone has a count");
+        *n -= 1;
+        if *n == 0 {
+            pins.remove(&self.zone);
+            self.inner.reads_unpinned.notify_all();
+        }
+    }
 }
 
 /// A mounted file system; clones share it.
@@ -656,6 +684,8 @@ impl Fs {
                 last_cp: Cell::new(Nanos::ZERO),
                 last_call: Cell::new(Nanos::ZERO),
                 zone_job_error: RefCell::new(None),
+                read_pins: RefCell::new(BTreeMap::new()),
+                reads_unpinned: Notify::new(),
             }),
         }
     }
@@ -989,8 +1019,38 @@ impl Fs {
         self.inner.sim.sleep(t).await;
     }
 
-    /// Entry of every call: clean if free zones ran low (F2FS's f2fs_balance_fs), throttle
-    /// writers above the dirty limit, take a share of the checkpoint lock, pay the syscall.
+    /// Entry of a call that only reads: no share of the checkpoint lock (its device reads pin
+    /// their zones instead), pay the syscall.
+    async fn enter_read(&self) -> FsResult<()> {
+        if self.inner.st.borrow().unmounted {
+            return Err(FsError::Invalid("the file system is unmounted".into()));
+        }
+        self.inner.last_call.set(self.inner.sim.now());
+        self.inner.st.borrow_mut().cache.shrink();
+        self.cpu(self.inner.opts.host.syscall).await;
+        Ok(())
+    }
+
+    /// Pins the zone of main-area block `a` for a device read ([`ReadPin`]).
+    pub(crate) fn pin_read(&self, a: BlkAddr) -> Option<ReadPin> {
+        let (zone, _) = self.inner.st.borrow().segs.layout.locate(a)?;
+        *self.inner.read_pins.borrow_mut().entry(zone).or_insert(0) += 1;
+        Some(ReadPin {
+            inner: self.inner.clone(),
+            zone,
+        })
+    }
+
+    /// Waits until no device read is in flight from zone `z`.
+    pub(crate) async fn reads_done(&self, z: u32) {
+        while self.inner.read_pins.borrow().contains_key(&z) {
+            self.inner.reads_unpinned.notified().await;
+        }
+    }
+
+    /// Entry of every call that may change the file system: clean if free zones ran low
+    /// (F2FS's f2fs_balance_fs), throttle writers above the dirty limit, take a share of the
+    /// checkpoint lock, pay the syscall.
     async fn enter(&self, writes: bool) -> FsResult<zonelab_sim::sync::SemaphorePermit> {
         if self.inner.st.borrow().unmounted {
             return Err(FsError::Invalid("the file system is unmounted".into()));
@@ -1103,8 +1163,10 @@ impl Fs {
                 "node {nid} has no address and is not cached"
             )));
         }
+        let pin = self.pin_read(addr);
         self.cpu(self.inner.opts.host.page_alloc).await;
         let b = self.inner.dev.read_meta(addr as u64, Traffic::Node).await?;
+        drop(pin);
         let node = Node::decode(&b)?;
         if node.footer.nid != nid {
             return Err(FsError::Corrupt(format!(
@@ -1450,8 +1512,10 @@ impl Fs {
         if addr == NULL_ADDR {
             return Ok(PageData::zero(fp_mode));
         }
+        let pin = self.pin_read(addr);
         self.cpu(self.inner.opts.host.page_alloc).await;
         let d = self.inner.dev.read(addr as u64, 1, class).await?;
+        drop(pin);
         let page = if d.bytes.len() == BLOCK {
             PageData::Bytes(d.bytes.into())
         } else if let Some(&fp) = d.fingerprints.first() {
@@ -2001,6 +2065,7 @@ impl Fs {
         for z in prefree {
             let left = self.inner.st.borrow().segs.zone_valid(z);
             assert_eq!(left, 0, "cleaned zone {z} still holds {left} valid blocks");
+            self.reads_done(z).await;
             self.inner
                 .dev
                 .zone(ZoneAction::Reset, layout.zone_start(z))
@@ -2820,7 +2885,7 @@ impl FileSystem for Fs {
         if name.len() > NAME_MAX {
             return Err(FsError::NameTooLong);
         }
-        let _share = self.enter(false).await?;
+        self.enter_read().await?;
         self.load_dir(parent).await?;
         let (ino, _) = self.dir_entry(parent, name).ok_or(FsError::NotFound)?;
         let i = self.inode(ino as Ino).await?;
@@ -2828,7 +2893,7 @@ impl FileSystem for Fs {
     }
 
     async fn getattr(&self, ino: Ino) -> FsResult<Attr> {
-        let _share = self.enter(false).await?;
+        self.enter_read().await?;
         let i = self.inode(ino).await?;
         Ok(self.attr_of(ino, &i))
     }
@@ -2937,7 +3002,7 @@ impl FileSystem for Fs {
     }
 
     async fn readlink(&self, ino: Ino) -> FsResult<String> {
-        let _share = self.enter(false).await?;
+        self.enter_read().await?;
         let i = self.inode(ino).await?;
         if i.kind != FileKind::Symlink {
             return Err(FsError::Invalid("not a symbolic link".into()));
@@ -3102,7 +3167,7 @@ impl FileSystem for Fs {
     }
 
     async fn readdir(&self, ino: Ino) -> FsResult<Vec<DirEntry>> {
-        let _share = self.enter(false).await?;
+        self.enter_read().await?;
         self.load_dir(ino).await?;
         let st = self.inner.st.borrow();
         Ok(st.dirs[&ino]
@@ -3117,7 +3182,7 @@ impl FileSystem for Fs {
     }
 
     async fn read(&self, ino: Ino, off: u64, len: u64) -> FsResult<OwnedData> {
-        let _share = self.enter(false).await?;
+        self.enter_read().await?;
         let i = self.inode(ino).await?;
         match i.kind {
             FileKind::Dir => return Err(FsError::IsDir),

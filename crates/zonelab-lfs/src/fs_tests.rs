@@ -1559,3 +1559,69 @@ fn reserved_zones_set_the_capacity_and_are_checked() {
     }
     assert!(matches!(capacity(Some(2)), Err(FsError::Invalid(_))));
 }
+
+/// A call that only reads holds no share of the checkpoint lock (F2FS's read paths take no
+/// cp_rwsem): a checkpoint started while a long read waits for the device finishes first.
+#[test]
+fn a_checkpoint_does_not_wait_for_a_read_in_flight() {
+    let (sim, stack) = small_device(PayloadMode::Full);
+    let s = sim.clone();
+    run(&sim, async move {
+        let fs = format(&s, &stack).await;
+        // Four times the page cache, so the read below goes to the device page by page.
+        let len = 4usize << 20;
+        let a = fs.create(ROOT_INO, "big", 0o644, 0, 0).await.unwrap();
+        fs.write(a.ino, 0, OwnedData::Bytes(bytes(3, len)))
+            .await
+            .unwrap();
+        fs.sync().await.unwrap();
+        let read_done = Rc::new(std::cell::Cell::new(Nanos::ZERO));
+        let reader = {
+            let (fs, s, done) = (fs.clone(), s.clone(), read_done.clone());
+            s.clone().spawn(async move {
+                let got = fs.read(a.ino, 0, len as u64).await.unwrap();
+                done.set(s.now());
+                got
+            })
+        };
+        s.sleep(Nanos(1_000_000)).await;
+        assert_eq!(read_done.get(), Nanos::ZERO, "the read is still in flight");
+        fs.checkpoint().await.unwrap();
+        let cp_done = s.now();
+        let got = reader.await;
+        assert!(got == OwnedData::Bytes(bytes(3, len)));
+        assert!(
+            cp_done < read_done.get(),
+            "checkpoint done at {cp_done:?}, read at {:?}",
+            read_done.get()
+        );
+    });
+}
+
+/// A device read pins its zone: the reset of a cleaned zone waits until reads that looked up
+/// a block there before it moved are done.
+#[test]
+fn a_zone_reset_waits_for_the_reads_pinned_to_it() {
+    let (sim, stack) = small_device(PayloadMode::Full);
+    let s = sim.clone();
+    run(&sim, async move {
+        let fs = format(&s, &stack).await;
+        let z = 3;
+        let at = fs.inner.st.borrow().segs.layout.addr(z, 0);
+        let pin = fs.pin_read(at).expect("a main-area block");
+        let waited = {
+            let (fs, s) = (fs.clone(), s.clone());
+            s.clone().spawn(async move {
+                fs.reads_done(z).await;
+                s.now()
+            })
+        };
+        // Another zone's reads do not hold it up.
+        fs.reads_done(z + 1).await;
+        s.sleep(Nanos(5_000_000)).await;
+        let unpinned = s.now();
+        drop(pin);
+        assert_eq!(waited.await, unpinned);
+        assert!(fs.inner.read_pins.borrow().is_empty());
+    });
+}

@@ -474,7 +474,17 @@ pub fn umount(a: UmountArgs) -> Result<ExitCode> {
             .ok()
     };
     let before = inode(&image);
-    if let Err(e) = umount2(&mp, 0) {
+    // The kernel tells a FUSE file system that a file was closed after close() returns, so a
+    // file closed just before this call may still count as open: give it a moment.
+    let busy_until = Instant::now() + Duration::from_secs(2);
+    let mut unmounted = umount2(&mp, 0);
+    while matches!(&unmounted, Err(e) if e.raw_os_error() == Some(libc::EBUSY))
+        && Instant::now() < busy_until
+    {
+        std::thread::sleep(Duration::from_millis(50));
+        unmounted = umount2(&mp, 0);
+    }
+    if let Err(e) = unmounted {
         return Err(match e.raw_os_error() {
             Some(libc::EBUSY) => anyhow!(
                 "{} is busy: a program has a file open or its working directory on it; close \
