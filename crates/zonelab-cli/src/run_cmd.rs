@@ -100,7 +100,9 @@ pub(crate) fn counter_sections(w: &Value, segs_per_zone: u64) -> Value {
             "threaded_logging": {
                 "blocks_written": n2("fs", "threaded", "tl_blocks"),
                 "blocks_skipped": n2("fs", "threaded", "skipped_blocks"),
+                "blocks_skipped_pre_invalid": n2("fs", "threaded", "skipped_pre_invalid"),
                 "compaction_preferred": n2("fs", "threaded", "compaction_preferred"),
+                "unweighed": n2("fs", "threaded", "unweighed"),
                 "periodic_checkpoints": n("fs", "periodic_checkpoints"),
             },
             "blocks_copied_in_device": n("fs", "blocks_copied_in_device"),

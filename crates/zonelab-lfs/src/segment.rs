@@ -132,8 +132,12 @@ pub struct ThreadedStats {
     pub tl_blocks: u64,
     /// Blocks they skipped (valid or pre-invalid: plugged by the device).
     pub skipped_blocks: u64,
+    /// Of those, the pre-invalid ones (§3.3.2: invalid, but a recovery still needs them).
+    pub skipped_pre_invalid: u64,
     /// Times hybrid segment recycling chose segment compaction over a threaded-logging zone.
     pub compaction_preferred: u64,
+    /// Zones reopened without weighing compaction: fewer zones than `forced_below` were free.
+    pub unweighed: u64,
 }
 
 impl Threaded {
@@ -492,7 +496,8 @@ impl Segments {
         {
             let th = self.threaded.as_ref().expect("checked");
             let tl_cost = th.hsr.threaded_logging_cost(keep);
-            let prefer_tl = free < th.forced_below.max(1)
+            let unweighed = free < th.forced_below.max(1);
+            let prefer_tl = unweighed
                 || self.compaction_victim().is_none_or(|v| {
                     let valid = self.zone_valid(v) as u64;
                     tl_cost
@@ -501,6 +506,9 @@ impl Segments {
                             .compaction_cost(self.victim_temp(v), valid, self.cold_blocks(v))
                 });
             if prefer_tl {
+                if unweighed {
+                    self.threaded.as_mut().expect("checked").stats.unweighed += 1;
+                }
                 return Some((z, Some(self.open_for_threaded_logging(z))));
             }
             self.threaded
@@ -582,6 +590,8 @@ impl Segments {
             .enumerate()
             .map(|(o, &v)| v || th.is_pre_invalid(self.layout.addr(z, o as u32)))
             .collect();
+        th.stats.skipped_pre_invalid +=
+            skip.iter().zip(&valid).filter(|&(&s, &v)| s && !v).count() as u64;
         let cold: Vec<bool> = match th.last_open.get(&z) {
             Some((prev_valid, prev_cold)) => {
                 // (still valid, of how many): the blocks cold at the previous TL_open, and
@@ -764,6 +774,7 @@ mod tests {
                 .compaction_preferred,
             1
         );
+        assert_eq!(weighed.threaded.as_ref().expect("on").stats.unweighed, 0);
         let (mut forced, node) = setup(4);
         assert_eq!(
             forced
@@ -771,6 +782,8 @@ mod tests {
                 .map(|(z, k)| (z, k.is_some())),
             Some((node, true))
         );
+        let st = forced.threaded.as_ref().expect("on").stats;
+        assert_eq!((st.unweighed, st.compaction_preferred), (1, 0));
     }
 
     /// Pre-invalid blocks (seed 000 §3.3.2: invalid, "but a crash recovery will need to
@@ -807,6 +820,16 @@ mod tests {
             .collect();
         assert_eq!(pre, [true, false, true, true, true]);
         assert_eq!(th.pre_invalid_blocks(), 4);
+        // Reopened for threaded logging, the data zone skips its two pre-invalid blocks.
+        let z = s.layout.locate(checkpointed).expect("main area").0;
+        assert_eq!(s.layout.locate(fsynced).expect("main area").0, z);
+        let skip = s.open_for_threaded_logging(z);
+        let offs = |a| s.layout.locate(a).expect("main area").1 as usize;
+        assert!(skip[offs(checkpointed)] && skip[offs(fsynced)] && !skip[offs(dropped)]);
+        assert_eq!(
+            s.threaded.as_ref().expect("on").stats.skipped_pre_invalid,
+            2
+        );
         s.checkpoint_begins();
         s.checkpoint_durable();
         assert_eq!(s.threaded.as_ref().expect("on").pre_invalid_blocks(), 0);
