@@ -1022,13 +1022,24 @@ impl Fs {
     /// Entry of a call that only reads: no share of the checkpoint lock (its device reads pin
     /// their zones instead), pay the syscall.
     async fn enter_read(&self) -> FsResult<()> {
+        self.begin_call()?;
+        self.pay_syscall().await;
+        Ok(())
+    }
+
+    /// What every call does first: refuse an unmounted file system, note the call's start.
+    fn begin_call(&self) -> FsResult<()> {
         if self.inner.st.borrow().unmounted {
             return Err(FsError::Invalid("the file system is unmounted".into()));
         }
         self.inner.last_call.set(self.inner.sim.now());
+        Ok(())
+    }
+
+    /// What every call does once admitted: keep the cache within its limit, pay the syscall.
+    async fn pay_syscall(&self) {
         self.inner.st.borrow_mut().cache.shrink();
         self.cpu(self.inner.opts.host.syscall).await;
-        Ok(())
     }
 
     /// Pins the zone of main-area block `a` for a device read ([`ReadPin`]).
@@ -1052,16 +1063,12 @@ impl Fs {
     /// (F2FS's f2fs_balance_fs), throttle writers above the dirty limit, take a share of the
     /// checkpoint lock, pay the syscall.
     async fn enter(&self, writes: bool) -> FsResult<zonelab_sim::sync::SemaphorePermit> {
-        if self.inner.st.borrow().unmounted {
-            return Err(FsError::Invalid("the file system is unmounted".into()));
-        }
-        self.inner.last_call.set(self.inner.sim.now());
+        self.begin_call()?;
         if writes {
             self.balance().await?;
         }
         let share = self.inner.cp_lock.acquire(1).await;
-        self.inner.st.borrow_mut().cache.shrink();
-        self.cpu(self.inner.opts.host.syscall).await;
+        self.pay_syscall().await;
         Ok(share)
     }
 
