@@ -44,6 +44,7 @@ impl PageData {
 enum Key {
     Page(Ino, u64),
     Node(Nid),
+    Meta(u64),
 }
 
 /// Position on an eviction list: an index into [`Lru::links`], or `NONE` when off it.
@@ -254,6 +255,7 @@ impl Lists {
 fn residence<'a>(
     pages: &'a mut FxHashMap<Ino, BTreeMap<u64, Page>>,
     nodes: &'a mut FxHashMap<Nid, CachedNode>,
+    meta: &'a mut FxHashMap<u64, Residence>,
     key: Key,
 ) -> &'a mut Residence {
     match key {
@@ -265,6 +267,7 @@ fn residence<'a>(
                 .lru
         }
         Key::Node(n) => &mut nodes.get_mut(&n).expect("listed node is resident").lru,
+        Key::Meta(a) => meta.get_mut(&a).expect("listed meta page is resident"),
     }
 }
 
@@ -274,6 +277,10 @@ pub struct Cache {
     pages: FxHashMap<Ino, BTreeMap<u64, Page>>,
     npages: usize,
     nodes: FxHashMap<Nid, CachedNode>,
+    /// Meta pages (F2FS's meta inode mapping: here the SSA blocks) by block address. The file
+    /// system keeps their contents in its own tables; the cache holds only whether one is
+    /// resident, which decides whether reading it takes a device read, and charges its memory.
+    meta: FxHashMap<u64, Residence>,
     lists: Lists,
     tick: u64,
     /// Dirty data pages by inode, and when the inode first became dirty.
@@ -296,6 +303,7 @@ impl Cache {
             pages: FxHashMap::default(),
             npages: 0,
             nodes: FxHashMap::default(),
+            meta: FxHashMap::default(),
             lists: Lists::new(limit_pages),
             tick: 0,
             dirty: BTreeMap::new(),
@@ -325,7 +333,7 @@ impl Cache {
         self.nfresh
     }
     pub fn resident(&self) -> usize {
-        self.npages + self.nodes.len()
+        self.npages + self.nodes.len() + self.meta.len()
     }
 
     // ---- data pages ----
@@ -471,6 +479,7 @@ impl Cache {
                 };
                 (&mut n.writeback, n.dirty, &mut n.lru, n.generation)
             }
+            Key::Meta(_) => unreachable!("meta pages are not written from the cache"),
         };
         if generation != w.generation {
             return;
@@ -669,6 +678,27 @@ impl Cache {
         );
     }
 
+    // ---- meta pages ----
+
+    /// Whether the meta page at `addr` is resident; counts as a use of it.
+    pub fn touch_meta(&mut self, addr: u64) -> bool {
+        let Some(r) = self.meta.get_mut(&addr) else {
+            return false;
+        };
+        self.lists.accessed(r, Key::Meta(addr));
+        true
+    }
+
+    /// The meta page at `addr` is resident and clean (just read or written); a use of it if
+    /// it already was.
+    pub fn put_meta(&mut self, addr: u64) {
+        if !self.touch_meta(addr) {
+            let mut r = Residence::new();
+            self.lists.enlist(&mut r, Key::Meta(addr));
+            self.meta.insert(addr, r);
+        }
+    }
+
     /// Evicts clean pages and nodes down to the limit, the oldest inactive first, moving the
     /// oldest active ones to the inactive list while it is short (Linux's shrink_active_list).
     pub fn shrink(&mut self) {
@@ -679,7 +709,7 @@ impl Cache {
                     .active
                     .pop_front()
                     .expect("active list not empty");
-                let r = residence(&mut self.pages, &mut self.nodes, k);
+                let r = residence(&mut self.pages, &mut self.nodes, &mut self.meta, k);
                 // Off the active list now; back at the young end of the inactive one.
                 r.link = NONE;
                 r.active = false;
@@ -708,6 +738,9 @@ impl Cache {
                         "node {n} on the LRU is dirty or under writeback"
                     );
                 }
+                Key::Meta(a) => {
+                    self.meta.remove(&a).expect("listed meta page is resident");
+                }
             }
         }
     }
@@ -716,6 +749,25 @@ impl Cache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn meta_pages_take_memory_and_are_evicted_like_pages_used_once() {
+        let mut c = Cache::new(3);
+        c.put_meta(100);
+        c.put_meta(101);
+        assert_eq!(c.resident(), 2);
+        // A second use activates 101; streamed pages then push out 100 only.
+        assert!(c.touch_meta(101));
+        c.put_page(7, 0, PageData::Fp(0), false);
+        c.put_page(7, 1, PageData::Fp(1), false);
+        c.shrink();
+        assert_eq!(c.resident(), 3);
+        assert!(
+            !c.touch_meta(100),
+            "the meta page used once is evicted first"
+        );
+        assert!(c.touch_meta(101), "the meta page used twice stays");
+    }
 
     #[test]
     fn evicts_clean_entries_only_oldest_inactive_first() {

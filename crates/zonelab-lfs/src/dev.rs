@@ -258,7 +258,10 @@ const MERGED_WRITE_BLOCKS: usize = 256;
 
 /// Splits addresses in increasing order into runs of consecutive addresses (index ranges) of
 /// at most [`MERGED_WRITE_BLOCKS`], starting a new run wherever `starts_zone` holds.
-fn merged_runs(addrs: &[u64], starts_zone: impl Fn(u64) -> bool) -> Vec<std::ops::Range<usize>> {
+pub(crate) fn merged_runs(
+    addrs: &[u64],
+    starts_zone: impl Fn(u64) -> bool,
+) -> Vec<std::ops::Range<usize>> {
     let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
     for (i, &a) in addrs.iter().enumerate() {
         match runs.last_mut() {

@@ -10,7 +10,7 @@
 //! read pins its zone ([`ReadPin`]) so that a cleaned zone is not reset under it.
 
 use crate::cache::{Cache, PageData, UnderWriteback};
-use crate::dev::{Dev, Devices, Traffic, TrafficBytes, join_all};
+use crate::dev::{Dev, Devices, Traffic, TrafficBytes, join_all, merged_runs};
 use crate::layout::{DeviceShape, FormatOptions, Layout, plan};
 use crate::ondisk::{
     BLOCK, BlkAddr, Checkpoint, DENT_SPACE, Dentry, FLAG_DENT, FLAG_FSYNC, Footer, INODE_ADDRS,
@@ -1994,6 +1994,7 @@ impl Fs {
         let layout = self.inner.st.borrow().segs.layout.clone();
         // NAT, SIT and SSA blocks, written together in address runs (F2FS's sync_meta_pages).
         let mut meta = Vec::new();
+        let mut ssa_written = Vec::new();
         let (cp, prefree) = {
             let mut st = self.inner.st.borrow_mut();
             let st = &mut *st;
@@ -2023,6 +2024,7 @@ impl Fs {
                     .enumerate()
                 {
                     let block = crate::ondisk::encode_ssa(seg, part as u32, chunk);
+                    ssa_written.push(layout.ssa_block(seg, part as u32));
                     meta.push((layout.ssa_block(seg, part as u32), block));
                 }
             }
@@ -2061,6 +2063,11 @@ impl Fs {
             (cp, prefree)
         };
         join_all(self.inner.dev.write_merged(meta, Traffic::Meta)).await?;
+        {
+            // Written SSA blocks stay in the page cache (F2FS writes them from its meta mapping).
+            let mut st = self.inner.st.borrow_mut();
+            ssa_written.into_iter().for_each(|a| st.cache.put_meta(a));
+        }
         self.inner.dev.flush().await?;
         let pack = layout.cp_pack((cp.version % 2) as u32);
         let blocks = cp.encode();
@@ -2163,16 +2170,26 @@ impl Fs {
         // just left it).
         self.inner.dev.quiesce(layout.zone_start(z)).await;
         // Init: the summary blocks of the victim's segments, read ahead together (F2FS's
-        // do_garbage_collect reads a section's SSA blocks ahead before its segments).
+        // do_garbage_collect reads a section's SSA blocks ahead before its segments) unless
+        // the page cache holds them.
         let first_seg = z * layout.sb.segs_per_zone;
-        let summaries = (first_seg..first_seg + layout.sb.segs_per_zone)
-            .map(|seg| {
+        let ssa = layout.ssa_block(first_seg, 0)
+            ..layout.ssa_block(first_seg + layout.sb.segs_per_zone, 0);
+        let missing: Vec<u64> = {
+            let mut st = self.inner.st.borrow_mut();
+            ssa.filter(|&a| !st.cache.touch_meta(a)).collect()
+        };
+        let summaries = merged_runs(&missing, |_| false)
+            .into_iter()
+            .map(|run| {
+                let (at, n) = (missing[run.start], run.len() as u64);
                 let fs = self.clone();
-                let at = layout.ssa_block(seg, 0);
-                let n = layout.sb.ssa_per_seg as u64;
-                self.inner
-                    .sim
-                    .spawn(async move { fs.inner.dev.read(at, n, Traffic::Meta).await.map(|_| ()) })
+                self.inner.sim.spawn(async move {
+                    fs.inner.dev.read(at, n, Traffic::Meta).await?;
+                    let mut st = fs.inner.st.borrow_mut();
+                    (at..at + n).for_each(|a| st.cache.put_meta(a));
+                    Ok::<(), FsError>(())
+                })
             })
             .collect();
         join_all(summaries).await?;
