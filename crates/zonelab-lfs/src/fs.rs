@@ -154,6 +154,21 @@ fn reserved_zones(opts: &FsOptions, zones: u32) -> FsResult<u32> {
     }
 }
 
+/// Foreground cleaning runs while fewer zones than this are free (`reserved` zones in
+/// reserve). As in the published ZNS+ F2FS (`has_not_enough_free_secs`, kernel/fs/f2fs/
+/// segment.h), at most the reserve is left free without threaded logging, and half of it with
+/// threaded logging, where logs weigh threaded logging against compaction from one zone
+/// above the reserve down and take it unweighed at this threshold (`need_SSR`,
+/// `get_new_ssr_segment`, seed 000 §3.3.2). At least two zones stay free before cleaning
+/// starts, so the cleaner always has a destination beside the logs' current zones.
+pub(crate) fn cleaning_threshold(reserved: u32, threaded_logging: bool) -> u32 {
+    if threaded_logging {
+        (reserved / 2 + 1).max(3).min(reserved)
+    } else {
+        reserved
+    }
+}
+
 impl Default for FsOptions {
     fn default() -> Self {
         FsOptions {
@@ -306,6 +321,9 @@ pub(crate) struct State {
     pub cp_ver: u64,
     pub payload: PayloadMode,
     pub reserved_zones: u32,
+    /// Foreground cleaning runs while fewer zones than this are free: the reserve, or with
+    /// threaded logging half of it ([`cleaning_threshold`]).
+    pub clean_below: u32,
     pub stats: FsStats,
     /// Inodes renamed or linked since the checkpoint, and inodes created since it: an fsync
     /// touching them checkpoints instead of relying on roll-forward.
@@ -640,8 +658,8 @@ impl Fs {
             };
             segs.threaded = Some(Threaded::new(
                 crate::policy::Hsr::new(copy_ns, write_ns, tl.plugging_share, tl.cold_benefit),
-                2 * reserved,
-                reserved,
+                reserved + 2,
+                cleaning_threshold(reserved, true),
                 zones as usize,
             ));
         }
@@ -662,6 +680,7 @@ impl Fs {
             cp_ver,
             payload,
             reserved_zones: reserved,
+            clean_below: cleaning_threshold(reserved, policy.threaded_logging().is_some()),
             stats: FsStats::default(),
             renamed_since_cp: BTreeSet::new(),
             created_since_cp: BTreeSet::new(),
@@ -1098,7 +1117,7 @@ impl Fs {
         loop {
             let need = {
                 let st = self.inner.st.borrow();
-                (st.segs.free_zones.len() as u32) < st.reserved_zones
+                (st.segs.free_zones.len() as u32) < st.clean_below
             };
             if !need {
                 break;
@@ -1106,7 +1125,7 @@ impl Fs {
             let _gc = self.inner.gc_lock.lock().await;
             let still = {
                 let st = self.inner.st.borrow();
-                (st.segs.free_zones.len() as u32) < st.reserved_zones
+                (st.segs.free_zones.len() as u32) < st.clean_below
             };
             if !still {
                 break;

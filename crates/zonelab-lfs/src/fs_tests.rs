@@ -1667,3 +1667,24 @@ fn cleaning_finds_the_summary_blocks_a_checkpoint_wrote_in_the_cache() {
         assert!(problems.is_empty(), "{problems:?}");
     });
 }
+
+/// With threaded logging, foreground cleaning waits until half the reserve is left, as the
+/// published ZNS+ F2FS's `has_not_enough_free_secs` (logs weigh threaded logging above that);
+/// without it, cleaning keeps the whole reserve free. Small reserves keep three zones.
+#[test]
+fn threaded_logging_lets_free_zones_fall_to_half_the_reserve_before_cleaning() {
+    use crate::fs::cleaning_threshold;
+    // "fewer than n free": 14 in reserve cleans at 7 free with threaded logging.
+    assert_eq!(cleaning_threshold(14, true), 8);
+    assert_eq!(cleaning_threshold(14, false), 14);
+    assert_eq!(cleaning_threshold(6, true), 4);
+    assert_eq!(cleaning_threshold(3, true), 3);
+    assert_eq!(cleaning_threshold(3, false), 3);
+    for r in 3..200 {
+        let t = cleaning_threshold(r, true);
+        assert!(
+            (3..=r).contains(&t) && t <= (r / 2 + 1).max(3),
+            "reserve {r}: {t}"
+        );
+    }
+}

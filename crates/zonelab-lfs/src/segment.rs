@@ -92,10 +92,11 @@ pub enum ZoneJob {
 /// its invalid blocks (the device plugs the rest) instead of taking a free zone.
 pub struct Threaded {
     pub hsr: Hsr,
-    /// Logs consider threaded logging while fewer zones than this are free.
+    /// Logs consider threaded logging while fewer zones than this are free (the published
+    /// ZNS+ F2FS's `need_SSR`: one zone above the reserve).
     pub below_free: u32,
     /// And take it without weighing compaction while fewer than this are free: where
-    /// foreground cleaning would start, as the published ZNS+ F2FS (`get_new_ssr_segment`
+    /// foreground cleaning starts, as the published ZNS+ F2FS (`get_new_ssr_segment`
     /// takes SSR unweighed at the threshold of `has_not_enough_free_secs`).
     pub forced_below: u32,
     /// Blocks invalidated since the last checkpoint that a crash recovery still needs
