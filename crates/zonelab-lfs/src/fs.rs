@@ -159,8 +159,8 @@ fn reserved_zones(opts: &FsOptions, zones: u32) -> FsResult<u32> {
 /// segment.h), at most the reserve is left free without threaded logging, and half of it with
 /// threaded logging, where logs weigh threaded logging against compaction from one zone
 /// above the reserve down and take it unweighed at this threshold (`need_SSR`,
-/// `get_new_ssr_segment`, seed 000 §3.3.2). At least two zones stay free before cleaning
-/// starts, so the cleaner always has a destination beside the logs' current zones.
+/// `get_new_ssr_segment`, seed 000 §3.3.2). Cleaning starts while two zones are still free
+/// at the latest, so the cleaner always has a destination beside the logs' current zones.
 pub(crate) fn cleaning_threshold(reserved: u32, threaded_logging: bool) -> u32 {
     if threaded_logging {
         (reserved / 2 + 1).max(3).min(reserved)
