@@ -1057,19 +1057,25 @@ fn power_cuts_during_internal_zone_compaction_lose_nothing_acknowledged() {
 
 #[test]
 fn power_cuts_during_threaded_logging_lose_nothing_acknowledged() {
-    power_cuts_during_reclaiming(znsplus_policy);
+    let cuts = power_cuts_during_reclaiming(znsplus_policy);
+    assert!(
+        cuts >= 3,
+        "only {cuts} of 12 cuts came after threaded logging began"
+    );
 }
 
 /// 80% full, files rewritten with fsyncs and syncs, power cut (no PLP) at 12 points after
 /// reclaiming (cleaning or threaded logging) has begun: every durable generation reads back
-/// after mount (with `policy`) and fsck is clean.
-fn power_cuts_during_reclaiming(policy: fn() -> Box<dyn Policy>) {
+/// after mount (with `policy`) and fsck is clean. Returns how many cuts came after threaded
+/// logging had reopened a zone.
+fn power_cuts_during_reclaiming(policy: fn() -> Box<dyn Policy>) -> usize {
     use std::cell::RefCell;
     use std::collections::BTreeMap;
     let content = |f: usize, g: u64| -> OwnedData {
         OwnedData::Fingerprints((0..16).map(|b| (f as u64) << 32 | g << 8 | b).collect())
     };
     let mut cut_while_cleaning = 0;
+    let mut cut_after_threaded_logging = 0;
     for seed in 0..12u64 {
         let (sim, stack) = small_device_with(
             PayloadMode::Fingerprint,
@@ -1078,11 +1084,13 @@ fn power_cuts_during_reclaiming(policy: fn() -> Box<dyn Policy>) {
         // File -> generation durable now (fsynced, synced, or never rewritten).
         let durable: Rc<RefCell<BTreeMap<usize, u64>>> = Rc::default();
         let cleaned_before_cut = Rc::new(std::cell::Cell::new(0u64));
-        let (s, st, d, cb) = (
+        let tl_before_cut = Rc::new(std::cell::Cell::new(0u64));
+        let (s, st, d, cb, tb) = (
             sim.clone(),
             stack.clone(),
             durable.clone(),
             cleaned_before_cut.clone(),
+            tl_before_cut.clone(),
         );
         sim.block_on(async move {
             let fs = Rc::new(format_with(&s, &st, policy()).await);
@@ -1133,10 +1141,14 @@ fn power_cuts_during_reclaiming(policy: fn() -> Box<dyn Policy>) {
             s.sleep(zonelab_sim::Nanos(1 + (seed * 7_919_113) % 40_000_000))
                 .await;
             cb.set(reclaimed(&fs));
+            tb.set(fs.stats().threaded.tl_opens);
         })
         .unwrap();
         if cleaned_before_cut.get() > 0 {
             cut_while_cleaning += 1;
+        }
+        if tl_before_cut.get() > 0 {
+            cut_after_threaded_logging += 1;
         }
         let at = sim.now();
         stack.device().borrow_mut().power_cut(at);
@@ -1164,6 +1176,7 @@ fn power_cuts_during_reclaiming(policy: fn() -> Box<dyn Policy>) {
         cut_while_cleaning >= 10,
         "only {cut_while_cleaning} cuts came after cleaning began"
     );
+    cut_after_threaded_logging
 }
 
 /// The error of a mkfs or mount that must fail.
