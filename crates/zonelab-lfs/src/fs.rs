@@ -632,6 +632,7 @@ impl Fs {
     ) -> Fs {
         let zones = layout.sb.main_zones;
         let reserved = reserved_zones(&opts, zones).expect("checked before assembling");
+        let clean_below = cleaning_threshold(reserved, policy.threaded_logging().is_some());
         let max_nids = layout.sb.max_nids as usize;
         let nat_blocks = layout.sb.nat_blocks as usize;
         let cache_pages = (opts.cache_bytes / BLOCK as u64).max(64);
@@ -659,7 +660,7 @@ impl Fs {
             segs.threaded = Some(Threaded::new(
                 crate::policy::Hsr::new(copy_ns, write_ns, tl.plugging_share, tl.cold_benefit),
                 reserved + 2,
-                cleaning_threshold(reserved, true),
+                clean_below,
                 zones as usize,
             ));
         }
@@ -680,7 +681,7 @@ impl Fs {
             cp_ver,
             payload,
             reserved_zones: reserved,
-            clean_below: cleaning_threshold(reserved, policy.threaded_logging().is_some()),
+            clean_below,
             stats: FsStats::default(),
             renamed_since_cp: BTreeSet::new(),
             created_since_cp: BTreeSet::new(),
@@ -2042,9 +2043,9 @@ impl Fs {
                     .chunks(SSA_PER_BLOCK)
                     .enumerate()
                 {
-                    let block = crate::ondisk::encode_ssa(seg, part as u32, chunk);
-                    ssa_written.push(layout.ssa_block(seg, part as u32));
-                    meta.push((layout.ssa_block(seg, part as u32), block));
+                    let at = layout.ssa_block(seg, part as u32);
+                    ssa_written.push(at);
+                    meta.push((at, crate::ondisk::encode_ssa(seg, part as u32, chunk)));
                 }
             }
             // Roll-forward starts where the warm node log continues: give it a zone now.
