@@ -123,9 +123,13 @@ pub struct FsCfg {
     pub utilization: Option<f64>,
     #[serde(default = "one_u32")]
     pub segs_per_zone: u32,
-    /// Zones kept free for cleaning: writers clean when fewer are free, and twice this many
-    /// are left out of the capacity users see (default: 4 + 2% of the zones).
+    /// Zones kept free for cleaning: writers clean when fewer are free; they and
+    /// `overprovision_zones` are left out of the capacity users see (default: 4 + 2% of the
+    /// zones).
     pub reserved_zones: Option<u32>,
+    /// Zones beyond the reserve left out of the capacity users see (F2FS's overprovision;
+    /// default: as many as the reserve).
+    pub overprovision_zones: Option<u32>,
     /// Policy options (none for f2fs yet).
     #[serde(default)]
     pub options: BTreeMap<String, toml::Value>,
@@ -145,6 +149,7 @@ impl Default for FsCfg {
             utilization: None,
             segs_per_zone: 1,
             reserved_zones: None,
+            overprovision_zones: None,
             options: BTreeMap::new(),
         }
     }
@@ -398,6 +403,7 @@ pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Pla
         },
         cache_bytes,
         reserved_zones: exp.fs.reserved_zones,
+        overprovision_zones: exp.fs.overprovision_zones,
         ..Default::default()
     };
     let cfg = RunConfig {

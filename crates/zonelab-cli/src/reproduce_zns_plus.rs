@@ -11,6 +11,8 @@
 //! (full: 128 zones, 4 GiB; `--quick`: 32 zones, 1 GiB), the host's page cache is 1 MiB per
 //! zone (as experiments/*-small.toml: 64 MiB for 64 zones) and ZNS+'s periodic-checkpoint
 //! threshold θ_PI is the paper's 128 MiB scaled by the file system's size (128 MiB per 16 GiB).
+//! The file system keeps the spare space mkfs.f2fs gives the paper's (its cleaning reserve and
+//! overprovision, [`spare_zones`]) as the same share of its zones.
 //! Workloads fill 90% of the file system (Table 3's utilization) and run a short warm-up and
 //! a few simulated seconds. When the chip count changes (Figs 11, 12) the zone spans all
 //! chips (D_zone = chips, one block per chip: 2 MiB per chip), so the zone count changes
@@ -209,6 +211,25 @@ fn page_cache_mib(kind: &str, sc: &Scale) -> u32 {
     }
 }
 
+/// The file system's spare zones at `chips` chips, (reserve, overprovision beyond it): what
+/// mkfs.f2fs gives the paper's 16 GiB file system (§4: F2FS 4.10, 32 MiB segments at 16 chips)
+/// in sections of `chips` 2 MiB segments, its main area the 8192 segments less one section of
+/// metadata, as the same share of the run's zones. At 16 chips: 39 zones reserved and 30 more
+/// left out of 512 (13.4% of the space), 10 and 7 of the default 128. A small file system
+/// keeps at least its own default (4 + 2% of the zones, as many again left out): its six
+/// logs' open zones take a share of it the paper's 512 zones never gave them.
+fn spare_zones(sc: &Scale, chips: u32) -> (u32, u32) {
+    let (reserved, overprovision) = zonelab_lfs::fs::f2fs_tools_spare(8192 - chips, chips);
+    let zones = sc.zones * 16 / chips;
+    let share = |sections: f64| (sections * sc.zones as f64 / 512.0).round() as u32;
+    let default = 4 + zones / 50;
+    // F2FS counts the reserve in whole sections (reserved_sections).
+    (
+        share((reserved / chips) as f64).max(default),
+        share(overprovision as f64 / chips as f64).max(default),
+    )
+}
+
 /// One experiment of the reproduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Cfg {
@@ -260,6 +281,7 @@ impl Cfg {
         let channels = n.min(8);
         // The file system keeps its size: zones of 2 MiB per chip.
         let zones = sc.zones * 16 / n;
+        let (reserved, overprovision) = spare_zones(sc, n);
         let mut v = vec![
             format!("seed={seed}"),
             format!("device.profile=znsplus-{}", self.medium),
@@ -277,6 +299,8 @@ impl Cfg {
             format!("fs.segs_per_zone={n}"),
             format!("host.dram=\"{}MiB\"", page_cache_mib(kind, sc)),
             format!("fs.utilization={}", self.util as f64 / 100.0),
+            format!("fs.reserved_zones={reserved}"),
+            format!("fs.overprovision_zones={overprovision}"),
             format!("workload.kind={kind}"),
             format!("workload.threads={threads}"),
             format!("run.warmup=\"{}\"", sc.warmup),
@@ -1738,5 +1762,35 @@ mod tests {
         assert_eq!(m["tl"], json!([1, 2]));
         // One run is itself.
         assert_eq!(mean_of_runs(&[&a]), a);
+    }
+
+    /// The spare zones keep mkfs.f2fs's share at every size and chip count, and every run's
+    /// file system accepts them.
+    #[test]
+    fn spare_zones_keep_mkfs_f2fs_share_of_the_paper_file_system() {
+        let at = |zones: u32| Scale {
+            zones,
+            ..Scale::sized(false)
+        };
+        assert_eq!(spare_zones(&at(512), 16), (39, 30));
+        assert_eq!(spare_zones(&at(128), 16), (10, 7));
+        // 32 zones of 128 MiB: the reserve keeps mkfs.f2fs's share, the overprovision the
+        // file system's default.
+        assert_eq!(spare_zones(&at(128), 64), (7, 4));
+        for quick in [false, true] {
+            let sc = Scale::sized(quick);
+            for &n in sc.chips.iter().chain(sc.lanes.iter().map(|(_, n)| n)) {
+                let zones = sc.zones * 16 / n;
+                let (r, op) = spare_zones(&sc, n);
+                assert!(
+                    (3..=zones / 2).contains(&r),
+                    "{n} chips: reserve {r} of {zones}"
+                );
+                assert!(
+                    r + op <= zones - zones / 4,
+                    "{n} chips: {r} + {op} of {zones}"
+                );
+            }
+        }
     }
 }

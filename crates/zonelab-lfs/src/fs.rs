@@ -130,6 +130,10 @@ pub struct FsOptions {
     pub checkpoint_interval: Nanos,
     /// Zones kept free for cleaning; writers clean when fewer are free. None: 4 + 2% of zones.
     pub reserved_zones: Option<u32>,
+    /// Zones beyond the reserve left out of the capacity users see (F2FS's overprovision
+    /// segments, `overprov_segment_count` less the reserve): free space cleaning can use.
+    /// None: as many as the reserve.
+    pub overprovision_zones: Option<u32>,
     /// Added (wrapping) to the virtual clock to stamp inode times (atime, mtime, ctime). 0
     /// stamps virtual time itself; the FUSE mount sets it so that the mount's start is the
     /// wall-clock time in ns since the Unix epoch, so stamped times are Unix times and times
@@ -138,20 +142,83 @@ pub struct FsOptions {
     pub timestamp_offset: u64,
 }
 
-/// The zones kept free for cleaning on a file system of `zones` main zones: `opts`'s, or 4 +
-/// 2% of the zones. Writers clean when fewer are free, and twice as many are left out of the
-/// capacity users see, so the reserve is at most half the zones.
-fn reserved_zones(opts: &FsOptions, zones: u32) -> FsResult<u32> {
+/// The zones kept free for cleaning on a file system of `zones` main zones, and the zones
+/// beyond them left out of the capacity users see: `opts`'s, or a reserve of 4 + 2% of the
+/// zones and as many again. The reserve is at most half the zones, and the two together
+/// leave users at least a quarter of them.
+fn spare_zones(opts: &FsOptions, zones: u32) -> FsResult<Spare> {
     let most = zones / 2;
-    match opts.reserved_zones {
-        None => Ok((4 + zones / 50).clamp(3, most.max(3))),
-        Some(r) if (3..=most).contains(&r) => Ok(r),
-        Some(r) => Err(FsError::Invalid(format!(
-            "reserved_zones = {r} does not fit a file system of {zones} zones: give 3 to {most} \
-             (twice the reserve is left out of the capacity), or leave it unset for 4 + 2% of \
-             the zones"
-        ))),
+    let reserved = match opts.reserved_zones {
+        None => (4 + zones / 50).clamp(3, most.max(3)),
+        Some(r) if (3..=most).contains(&r) => r,
+        Some(r) => {
+            return Err(FsError::Invalid(format!(
+                "reserved_zones = {r} does not fit a file system of {zones} zones: give 3 to \
+                 {most}, or leave it unset for 4 + 2% of the zones"
+            )));
+        }
+    };
+    let most_op = (zones - zones / 4).saturating_sub(reserved);
+    let overprovision = match opts.overprovision_zones {
+        None if reserved <= most_op => reserved,
+        Some(o) if o <= most_op => o,
+        o => {
+            return Err(FsError::Invalid(format!(
+                "overprovision_zones = {} with a reserve of {reserved} does not fit a file \
+                 system of {zones} zones: give at most {most_op} (users keep at least a quarter \
+                 of the zones), or a smaller reserve",
+                o.unwrap_or(reserved)
+            )));
+        }
+    };
+    Ok(Spare {
+        reserved,
+        overprovision,
+    })
+}
+
+/// The spare space mkfs.f2fs (f2fs-tools 1.x, `get_best_overprovision` and
+/// `f2fs_prepare_super_block`) gives a main area of `main_segments` 2 MiB segments in sections
+/// of `segs_per_sec`, in segments: (reserved, overprovision beyond the reserve). It tries
+/// overprovision ratios c (0.01% to 10% in steps of 0.01%, or 10% to 95% in steps of 5% below
+/// 256 segments), reserves (2 (100/c + 1) + 6) sections' worth of segments for cleaning, and
+/// leaves c% of the rest out as overprovision, keeping the c that leaves users the most.
+/// The reserve does not shrink with the device, so small main areas lose a large share.
+pub fn f2fs_tools_spare(main_segments: u32, segs_per_sec: u32) -> (u32, u32) {
+    let main = main_segments as f64;
+    let sps = segs_per_sec.max(1) as f64;
+    let reserve = |c: f64| (2.0 * (100.0 / c + 1.0) + 6.0) * sps;
+    let (mut c, end, step) = if main_segments < 256 {
+        (10.0, 95.0, 5.0)
+    } else {
+        (0.01, 10.0, 0.01)
+    };
+    let (mut best, mut most) = (0.0, 0.0);
+    while c <= end {
+        let r = reserve(c);
+        let space = main - r - (main - r) * c / 100.0;
+        if space > most {
+            (best, most) = (c, space);
+        }
+        c += step;
     }
+    if best == 0.0 {
+        // No ratio leaves users anything: everything is spare.
+        return (main_segments, 0);
+    }
+    let reserved = (reserve(best) as u32).min(main_segments);
+    let op = ((main_segments - reserved) as f64 * best / 100.0) as u32;
+    (reserved, op)
+}
+
+/// Zones a file system holds back from its users (F2FS's `rsvd_segment_count` and
+/// `overprov_segment_count`, in zones).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Spare {
+    /// Kept free for cleaning.
+    reserved: u32,
+    /// Left out of the capacity beyond the reserve.
+    overprovision: u32,
 }
 
 /// Foreground cleaning runs while fewer zones than this are free (`reserved` zones in
@@ -179,12 +246,14 @@ impl Default for FsOptions {
             writeback_interval: Nanos::from_secs(5),
             checkpoint_interval: Nanos::from_secs(60),
             reserved_zones: None,
+            overprovision_zones: None,
             timestamp_offset: 0,
         }
     }
 }
 
-/// Time spent in each phase of one cleaning (seed 000 Fig. 6).
+/// Time spent in each phase of one cleaning (seed 000 Fig. 6). The checkpoint phase includes
+/// the checkpoint that opens a foreground round ([`Fs::clean_one`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CompactionTime {
     pub init: Nanos,
@@ -321,6 +390,8 @@ pub(crate) struct State {
     pub cp_ver: u64,
     pub payload: PayloadMode,
     pub reserved_zones: u32,
+    /// Zones beyond the reserve left out of the capacity users see.
+    pub overprovision_zones: u32,
     /// Foreground cleaning runs while fewer zones than this are free: the reserve, or with
     /// threaded logging half of it ([`cleaning_threshold`]).
     pub clean_below: u32,
@@ -567,7 +638,7 @@ impl Fs {
         }
         let sb = plan(shape, format, payload == PayloadMode::Fingerprint)?;
         let layout = Layout::new(sb.clone())?;
-        reserved_zones(&opts, sb.main_zones)?;
+        spare_zones(&opts, sb.main_zones)?;
         let dev = Dev::new(sim.clone(), devices)?;
         // Empty every sequential zone, then write the superblock twice.
         for z in 0..sb.main_zones {
@@ -631,7 +702,8 @@ impl Fs {
         cp_ver: u64,
     ) -> Fs {
         let zones = layout.sb.main_zones;
-        let reserved = reserved_zones(&opts, zones).expect("checked before assembling");
+        let spare = spare_zones(&opts, zones).expect("checked before assembling");
+        let reserved = spare.reserved;
         let clean_below = cleaning_threshold(reserved, policy.threaded_logging().is_some());
         let max_nids = layout.sb.max_nids as usize;
         let nat_blocks = layout.sb.nat_blocks as usize;
@@ -681,6 +753,7 @@ impl Fs {
             cp_ver,
             payload,
             reserved_zones: reserved,
+            overprovision_zones: spare.overprovision,
             clean_below,
             stats: FsStats::default(),
             renamed_since_cp: BTreeSet::new(),
@@ -816,7 +889,7 @@ impl Fs {
                 "checkpoint does not match the superblock".into(),
             ));
         }
-        reserved_zones(&opts, layout.sb.main_zones)?;
+        spare_zones(&opts, layout.sb.main_zones)?;
         let fs = Fs::assemble(sim, dev, layout, opts, policy, payload, cp.version);
         fs.load(&cp).await?;
         fs.start_background();
@@ -1022,7 +1095,7 @@ impl Fs {
         };
         if idle && low {
             let _gc = self.inner.gc_lock.lock().await;
-            self.clean_one(false).await?;
+            self.clean_one(false, Nanos::ZERO).await?;
         }
         if self.inner.sim.now() - self.inner.last_cp.get() >= self.inner.opts.checkpoint_interval {
             self.checkpoint().await?;
@@ -1115,24 +1188,25 @@ impl Fs {
                 }
             }
         }
-        loop {
-            let need = {
-                let st = self.inner.st.borrow();
-                (st.segs.free_zones.len() as u32) < st.clean_below
-            };
-            if !need {
-                break;
-            }
+        let short = |fs: &Fs| {
+            let st = fs.inner.st.borrow();
+            (st.segs.free_zones.len() as u32) < st.clean_below
+        };
+        if short(self) {
             let _gc = self.inner.gc_lock.lock().await;
-            let still = {
-                let st = self.inner.st.borrow();
-                (st.segs.free_zones.len() as u32) < st.clean_below
-            };
-            if !still {
-                break;
-            }
-            if !self.clean_one(true).await? {
-                break;
+            if short(self) {
+                // A foreground round of F2FS 4.10's f2fs_gc (as the published ZNS+ F2FS,
+                // kernel/fs/f2fs/gc.c) opens with a checkpoint, which frees the zones cleaned
+                // or emptied since the last one, and then cleans zone by zone, each closed by
+                // its own checkpoint, until enough are free. The authors time a cleaning from
+                // f2fs_gc's start, so the opening checkpoint counts in the first zone's
+                // checkpoint phase (seed 000 Fig. 6).
+                let t = self.inner.sim.now();
+                self.checkpoint().await?;
+                let mut opening = self.inner.sim.now() - t;
+                while short(self) && self.clean_one(true, opening).await? {
+                    opening = Nanos::ZERO;
+                }
             }
         }
         let throttle = {
@@ -2171,8 +2245,13 @@ impl Fs {
 
     // ---- cleaning ----
 
-    /// Cleans one zone. Returns false when no zone would free space.
-    pub(crate) async fn clean_one(&self, foreground: bool) -> FsResult<bool> {
+    /// Cleans one zone; `checkpoint_before` is the time of a checkpoint that opened the
+    /// cleaning, counted in its checkpoint phase. Returns false when no zone would free space.
+    pub(crate) async fn clean_one(
+        &self,
+        foreground: bool,
+        checkpoint_before: Nanos,
+    ) -> FsResult<bool> {
         let t0 = self.inner.sim.now();
         let victim = {
             let st = self.inner.st.borrow();
@@ -2295,7 +2374,7 @@ impl Fs {
         let _all = self.inner.cp_lock.acquire(CP_SHARES).await;
         self.checkpoint_locked().await?;
         drop(_all);
-        time.checkpoint = self.inner.sim.now() - t_write;
+        time.checkpoint = self.inner.sim.now() - t_write + checkpoint_before;
         let mut st = self.inner.st.borrow_mut();
         // HSR's alpha (seed 000 §3.3.2): `modified_meta` per block moved. (The checkpoint's
         // own writes also carry nodes other calls dirtied, so they are not counted.) Profiled
@@ -2714,7 +2793,9 @@ impl Fs {
 
     fn user_capacity(&self, st: &State) -> u64 {
         let bpz = st.segs.layout.blocks_per_zone as u64;
-        (st.segs.layout.sb.main_zones as u64).saturating_sub(st.reserved_zones as u64 * 2) * bpz
+        (st.segs.layout.sb.main_zones as u64)
+            .saturating_sub((st.reserved_zones + st.overprovision_zones) as u64)
+            * bpz
     }
 
     /// Blocks in use, counting dirty pages not yet written.

@@ -1538,16 +1538,18 @@ fn a_checkpoint_merges_adjacent_metadata_blocks_into_one_write() {
     );
 }
 
-/// `reserved_zones` sets the cleaning reserve: twice it is left out of the capacity users
-/// see, and a reserve that would leave users nothing is refused at mkfs with what to give.
+/// `reserved_zones` sets the cleaning reserve and `overprovision_zones` the zones beyond it
+/// (as many as the reserve unless set): both are left out of the capacity users see, and
+/// spare space that would leave users too little is refused at mkfs with what to give.
 #[test]
-fn reserved_zones_set_the_capacity_and_are_checked() {
-    let capacity = |reserved: Option<u32>| {
+fn reserved_and_overprovision_zones_set_the_capacity_and_are_checked() {
+    let capacity = |reserved: Option<u32>, overprovision: Option<u32>| {
         let (sim, stack) = small_device(PayloadMode::Full);
         let s = sim.clone();
         run(&sim, async move {
             let o = FsOptions {
                 reserved_zones: reserved,
+                overprovision_zones: overprovision,
                 ..opts()
             };
             Fs::mkfs(s, stack, FormatOptions::default(), o, Box::new(F2fs))
@@ -1555,22 +1557,43 @@ fn reserved_zones_set_the_capacity_and_are_checked() {
                 .map(|fs| {
                     (
                         fs.statfs().blocks,
-                        fs.inner.st.borrow().segs.layout.blocks_per_zone,
+                        fs.inner.st.borrow().segs.layout.blocks_per_zone as u64,
                     )
                 })
         })
     };
-    let (five, bpz) = capacity(Some(5)).expect("a reserve of 5 fits");
-    let (eight, _) = capacity(Some(8)).expect("a reserve of 8 fits");
-    assert_eq!(five - eight, 2 * 3 * bpz as u64);
-    match capacity(Some(1000)) {
+    let (five, bpz) = capacity(Some(5), None).expect("a reserve of 5 fits");
+    let (eight, _) = capacity(Some(8), None).expect("a reserve of 8 fits");
+    assert_eq!(five - eight, 2 * 3 * bpz);
+    let (five_two, _) = capacity(Some(5), Some(2)).expect("5 + 2 fit");
+    assert_eq!(five_two - five, 3 * bpz);
+    match capacity(Some(1000), None) {
         Err(FsError::Invalid(m)) => assert!(m.contains("reserved_zones = 1000"), "{m}"),
         other => panic!(
             "a reserve of 1000 zones was not refused: {:?}",
             other.map(|c| c.0)
         ),
     }
-    assert!(matches!(capacity(Some(2)), Err(FsError::Invalid(_))));
+    assert!(matches!(capacity(Some(2), None), Err(FsError::Invalid(_))));
+    match capacity(Some(5), Some(1000)) {
+        Err(FsError::Invalid(m)) => assert!(m.contains("overprovision_zones = 1000"), "{m}"),
+        other => panic!(
+            "an overprovision of 1000 zones was not refused: {:?}",
+            other.map(|c| c.0)
+        ),
+    }
+}
+
+/// mkfs.f2fs's spare space: on seed 000's 16 GiB with 32 MiB sections it reserves 39 sections
+/// and leaves about 30 more out (overprovision 6.31%); a small main area takes the coarse
+/// ratios (10% here); one too small for any ratio is all spare.
+#[test]
+fn f2fs_tools_spare_follows_mkfs_f2fs() {
+    let (reserved, op) = crate::fs::f2fs_tools_spare(8176, 16);
+    assert_eq!((reserved, op), (635, 475));
+    assert_eq!(reserved / 16, 39);
+    assert_eq!(crate::fs::f2fs_tools_spare(200, 1), (28, 17));
+    assert_eq!(crate::fs::f2fs_tools_spare(64, 16), (64, 0));
 }
 
 /// A call that only reads holds no share of the checkpoint lock (F2FS's read paths take no
@@ -1672,7 +1695,10 @@ fn cleaning_finds_the_summary_blocks_a_checkpoint_wrote_in_the_cache() {
         fs.sync().await.unwrap();
         let reads = || stack.device().borrow().counters().reads;
         let before = reads();
-        assert!(fs.clean_one(true).await.unwrap(), "a zone to clean");
+        assert!(
+            fs.clean_one(true, Nanos::ZERO).await.unwrap(),
+            "a zone to clean"
+        );
         assert_eq!(fs.stats().zones_cleaned, 1);
         assert!(fs.stats().blocks_moved > 0, "{:?}", fs.stats());
         assert_eq!(reads(), before, "device reads while cleaning a cached zone");
@@ -1700,4 +1726,47 @@ fn threaded_logging_lets_free_zones_fall_to_half_the_reserve_before_cleaning() {
             "reserve {r}: {t}"
         );
     }
+}
+
+/// A foreground cleaning round opens with a checkpoint and closes each zone it cleans with
+/// another (F2FS 4.10's f2fs_gc): the write that first has to clean writes one checkpoint
+/// more than the zones it cleans.
+#[test]
+fn a_foreground_cleaning_round_opens_with_a_checkpoint() {
+    let (sim, stack) = small_device(PayloadMode::Fingerprint);
+    let s = sim.clone();
+    run(&sim, async move {
+        let fs = Fs::mkfs(s, stack, FormatOptions::default(), opts(), Box::new(F2fs))
+            .await
+            .unwrap();
+        let files = (fs.statfs().blocks * 8 / 10 / 16) as usize;
+        let data = |f: usize, g: u64| {
+            OwnedData::Fingerprints((0..16).map(|b| (f as u64) << 32 | g << 8 | b).collect())
+        };
+        let mut inos = Vec::new();
+        for f in 0..files {
+            let a = fs
+                .create(ROOT_INO, &format!("f{f}"), 0o644, 0, 0)
+                .await
+                .unwrap();
+            fs.write(a.ino, 0, data(f, 0)).await.unwrap();
+            inos.push(a.ino);
+        }
+        for g in 1..=(6 * files as u64) {
+            let f = (g as usize * 7919) % files;
+            let before = fs.stats();
+            fs.write(inos[f], 0, data(f, g)).await.unwrap();
+            let after = fs.stats();
+            let cleaned = after.foreground_cleanings - before.foreground_cleanings;
+            if cleaned > 0 {
+                assert_eq!(
+                    after.checkpoints - before.checkpoints,
+                    cleaned + 1,
+                    "{cleaned} zones cleaned"
+                );
+                return;
+            }
+        }
+        panic!("no write had to clean: {:?}", fs.stats());
+    });
 }
