@@ -220,9 +220,8 @@ fn page_cache_mib(kind: &str, sc: &Scale) -> u32 {
 /// logs' open zones take a share of it the paper's 512 zones never gave them.
 fn spare_zones(sc: &Scale, chips: u32) -> (u32, u32) {
     let (reserved, overprovision) = zonelab_lfs::fs::f2fs_tools_spare(8192 - chips, chips);
-    let zones = sc.zones * 16 / chips;
     let share = |sections: f64| (sections * sc.zones as f64 / 512.0).round() as u32;
-    let default = 4 + zones / 50;
+    let default = zonelab_lfs::fs::default_reserved_zones(sc.zones * 16 / chips);
     // F2FS counts the reserve in whole sections (reserved_sections).
     (
         share((reserved / chips) as f64).max(default),

@@ -149,7 +149,7 @@ pub struct FsOptions {
 fn spare_zones(opts: &FsOptions, zones: u32) -> FsResult<Spare> {
     let most = zones / 2;
     let reserved = match opts.reserved_zones {
-        None => (4 + zones / 50).clamp(3, most.max(3)),
+        None => default_reserved_zones(zones),
         Some(r) if (3..=most).contains(&r) => r,
         Some(r) => {
             return Err(FsError::Invalid(format!(
@@ -175,6 +175,12 @@ fn spare_zones(opts: &FsOptions, zones: u32) -> FsResult<Spare> {
         reserved,
         overprovision,
     })
+}
+
+/// The cleaning reserve of a file system of `zones` main zones when none is set: 4 + 2% of
+/// the zones, at least 3 and at most half of them (when that leaves 3).
+pub fn default_reserved_zones(zones: u32) -> u32 {
+    (4 + zones / 50).clamp(3, (zones / 2).max(3))
 }
 
 /// The spare space mkfs.f2fs (f2fs-tools 1.x, `get_best_overprovision` and

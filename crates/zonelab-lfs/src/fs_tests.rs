@@ -6,7 +6,7 @@ use crate::layout::FormatOptions;
 use crate::policy::{
     Allocation, CachedPages, ColdBenefit, F2fs, InStorage, Izc, Policy, ThreadedLogging, ZnsPlus,
 };
-use crate::vfs::{FileKind, FileSystem, FsError, ROOT_INO, SetAttr};
+use crate::vfs::{FileKind, FileSystem, FsError, Ino, ROOT_INO, SetAttr};
 use std::rc::Rc;
 use zonelab_device::{
     HostStack, IoCmd, IoEngine, IoScheduler, Lba, Namespace, OwnedData, PayloadMode, Profile,
@@ -103,6 +103,21 @@ async fn remount<D: Clone + Into<Devices>>(sim: &Sim, devices: &D) -> Fs {
     Fs::mount(sim.clone(), devices.clone(), opts(), Box::new(F2fs))
         .await
         .expect("mount")
+}
+
+/// Creates files "f0".."f{n-1}" in the root, each written from offset 0 with `content(f)`;
+/// returns their inodes.
+async fn create_files(fs: &Fs, n: usize, content: impl Fn(usize) -> OwnedData) -> Vec<Ino> {
+    let mut inos = Vec::with_capacity(n);
+    for f in 0..n {
+        let a = fs
+            .create(ROOT_INO, &format!("f{f}"), 0o644, 0, 0)
+            .await
+            .unwrap();
+        fs.write(a.ino, 0, content(f)).await.unwrap();
+        inos.push(a.ino);
+    }
+    inos
 }
 
 pub(crate) fn opts() -> FsOptions {
@@ -469,7 +484,6 @@ fn overwrite_and_clean_formatted(
             let cap = fs.statfs().blocks;
             // 80% of the capacity in 64 KiB files, then rewrite random files many times.
             let files = (cap * 8 / 10 / 16) as usize;
-            let mut inos = Vec::new();
             let content = |f: usize, g: u64| -> OwnedData {
                 match payload {
                     PayloadMode::Full => OwnedData::Bytes(bytes((f as u64 * 7 + g) as u8, 65536)),
@@ -479,14 +493,7 @@ fn overwrite_and_clean_formatted(
                 }
             };
             let mut gens = vec![0u64; files];
-            for f in 0..files {
-                let a = fs
-                    .create(ROOT_INO, &format!("f{f}"), 0o644, 0, 0)
-                    .await
-                    .unwrap();
-                fs.write(a.ino, 0, content(f, 0)).await.unwrap();
-                inos.push(a.ino);
-            }
+            let inos = create_files(&fs, files, |f| content(f, 0)).await;
             let mut x = 12345u64;
             for _ in 0..files * 6 {
                 x = x
@@ -907,21 +914,8 @@ fn background_cleaning(sim: Sim, stack: Devices) {
         let fs = format(&s, &stack).await;
         let cap = fs.statfs().blocks;
         let files = (cap * 9 / 10 / 16) as u64;
-        let mut inos = Vec::new();
-        for f in 0..files {
-            let a = fs
-                .create(ROOT_INO, &format!("f{f}"), 0o644, 0, 0)
-                .await
-                .unwrap();
-            fs.write(
-                a.ino,
-                0,
-                OwnedData::Fingerprints((0..16).map(|b| f << 8 | b).collect()),
-            )
-            .await
-            .unwrap();
-            inos.push(a.ino);
-        }
+        let content = |f: u64| OwnedData::Fingerprints((0..16).map(|b| f << 8 | b).collect());
+        let inos = create_files(&fs, files as usize, |f| content(f as u64)).await;
         // Free every other file: zones become half valid.
         for f in (0..files).step_by(2) {
             fs.unlink(ROOT_INO, &format!("f{f}")).await.unwrap();
@@ -936,10 +930,7 @@ fn background_cleaning(sim: Sim, stack: Devices) {
         );
         for f in (1..files).step_by(2) {
             let got = fs.read(inos[f as usize], 0, 65536).await.unwrap();
-            assert_eq!(
-                got,
-                OwnedData::Fingerprints((0..16).map(|b| f << 8 | b).collect())
-            );
+            assert_eq!(got, content(f));
         }
         let problems = fs.check().await.unwrap();
         assert!(problems.is_empty(), "{problems:?}");
@@ -1095,16 +1086,8 @@ fn power_cuts_during_reclaiming(policy: fn() -> Box<dyn Policy>) -> usize {
         sim.block_on(async move {
             let fs = Rc::new(format_with(&s, &st, policy()).await);
             let files = (fs.statfs().blocks * 8 / 10 / 16) as usize;
-            let mut inos = Vec::new();
-            for f in 0..files {
-                let a = fs
-                    .create(ROOT_INO, &format!("f{f}"), 0o644, 0, 0)
-                    .await
-                    .unwrap();
-                fs.write(a.ino, 0, content(f, 0)).await.unwrap();
-                inos.push(a.ino);
-                d.borrow_mut().insert(f, 0);
-            }
+            let inos = create_files(&fs, files, |f| content(f, 0)).await;
+            d.borrow_mut().extend((0..files).map(|f| (f, 0)));
             fs.sync().await.unwrap();
             let (fs2, d2) = (fs.clone(), d.clone());
             s.spawn(async move {
@@ -1743,15 +1726,7 @@ fn a_foreground_cleaning_round_opens_with_a_checkpoint() {
         let data = |f: usize, g: u64| {
             OwnedData::Fingerprints((0..16).map(|b| (f as u64) << 32 | g << 8 | b).collect())
         };
-        let mut inos = Vec::new();
-        for f in 0..files {
-            let a = fs
-                .create(ROOT_INO, &format!("f{f}"), 0o644, 0, 0)
-                .await
-                .unwrap();
-            fs.write(a.ino, 0, data(f, 0)).await.unwrap();
-            inos.push(a.ino);
-        }
+        let inos = create_files(&fs, files, |f| data(f, 0)).await;
         for g in 1..=(6 * files as u64) {
             let f = (g as usize * 7919) % files;
             let before = fs.stats();
