@@ -56,6 +56,8 @@ fn check_cleaning(name: &str, v: &Value) {
         v["device"]
     );
     let c = &gc["compaction_ns"];
+    // Timed: the data victims (as the authors' F2FS times Fig. 6's).
+    assert!(u(&c["victims"]) > 0, "{name}: {c}");
     assert_eq!(
         u(&c["mean_total"]),
         u(&c["init"]) + u(&c["read"]) + u(&c["write"]) + u(&c["checkpoint"])
