@@ -2289,7 +2289,7 @@ impl Fs {
     /// from the end of the one before): the opening checkpoint counts in the first victim's
     /// checkpoint phase, and a checkpoint (with its wait for the moves) in that of the victim
     /// it follows.
-    async fn foreground_round(&self, opening: Nanos) -> FsResult<()> {
+    pub(crate) async fn foreground_round(&self, opening: Nanos) -> FsResult<()> {
         let (clean_below, half_reserve) = {
             let st = self.inner.st.borrow();
             (st.clean_below, st.reserved_zones / 2)

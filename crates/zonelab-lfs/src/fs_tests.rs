@@ -1761,3 +1761,45 @@ fn a_foreground_cleaning_round_checkpoints_before_and_after_its_victims() {
         panic!("no write had to clean: {:?}", fs.stats());
     });
 }
+
+/// Past half the reserve, a foreground round checkpoints after every victim while zones are
+/// still short (the published ZNS+ F2FS's f2fs_gc: `sec_freed > reserved_sections / 2`). A
+/// round asked for 7 more free zones with a reserve of 8 cleans more victims than that (their
+/// moves take zones too): none of its first 4 is followed by a checkpoint, every later one is.
+#[test]
+fn past_half_the_reserve_a_round_checkpoints_after_every_victim() {
+    let (sim, stack) = small_device(PayloadMode::Fingerprint);
+    let s = sim.clone();
+    run(&sim, async move {
+        let o = FsOptions {
+            reserved_zones: Some(8),
+            ..opts()
+        };
+        let fs = Fs::mkfs(s, stack, FormatOptions::default(), o, Box::new(F2fs))
+            .await
+            .unwrap();
+        // Half-empty zones: every other file of a zone's worth is deleted.
+        let files = (fs.statfs().blocks * 6 / 10 / 16) as usize;
+        let data =
+            |f: usize| OwnedData::Fingerprints((0..16).map(|b| (f as u64) << 8 | b).collect());
+        create_files(&fs, files, data).await;
+        for f in (0..files).step_by(2) {
+            fs.unlink(ROOT_INO, &format!("f{f}")).await.unwrap();
+        }
+        fs.sync().await.unwrap();
+        let free = fs.free_zones();
+        assert!(free >= 3, "{free} free zones");
+        fs.inner.st.borrow_mut().clean_below = free + 7;
+        let before = fs.stats();
+        fs.foreground_round(Nanos::ZERO).await.unwrap();
+        let after = fs.stats();
+        let cleaned = after.foreground_cleanings - before.foreground_cleanings;
+        // Victims 1..=4 leave no checkpoint; each later one but the last is followed by one
+        // (zones still short), and the last by the closing one.
+        let half = 4;
+        assert!(cleaned > half + 1, "{cleaned} zones cleaned");
+        assert_eq!(after.checkpoints - before.checkpoints, cleaned - half);
+        let problems = fs.check().await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    });
+}
