@@ -2348,10 +2348,7 @@ impl Fs {
         for c in &mut cleaned {
             join_all(std::mem::take(&mut c.moves)).await?;
         }
-        {
-            let _all = self.inner.cp_lock.acquire(CP_SHARES).await;
-            self.checkpoint_locked().await?;
-        }
+        self.checkpoint().await?;
         if let Some(last) = cleaned.last_mut() {
             last.time.checkpoint += self.inner.sim.now() - t;
         }
@@ -2478,8 +2475,8 @@ impl Fs {
             ..CompactionTime::default()
         };
         let mut moved = 0u64;
-        let mut writes = Vec::new();
-        let mut copies = Vec::new();
+        // The host's writes and the device's copies, in flight.
+        let mut moves = Vec::new();
         let bps = layout.sb.blocks_per_seg;
         for s in 0..layout.sb.segs_per_zone {
             let seg = self
@@ -2489,18 +2486,17 @@ impl Fs {
             time.read += seg.read;
             time.write += seg.write;
             moved += seg.moved;
-            writes.extend(seg.writes);
-            copies.extend(seg.copy);
+            moves.extend(seg.writes);
+            moves.extend(seg.copy);
         }
         {
             let mut st = self.inner.st.borrow_mut();
             st.segs.zones[z as usize] = ZoneUse::Prefree;
             st.segs.cleaning = None;
         }
-        writes.extend(copies);
         Ok(Some(Cleaned {
             time,
-            moves: writes,
+            moves,
             temp,
             modified_meta,
             valid: valid.len() as u64,

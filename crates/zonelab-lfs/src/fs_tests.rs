@@ -1714,6 +1714,18 @@ fn threaded_logging_lets_free_zones_fall_to_half_the_reserve_before_cleaning() {
     }
 }
 
+/// A fresh f2fs file system on `stack` with 8 zones in reserve: large enough that a cleaning
+/// round never runs short of free zones for its moves (which would checkpoint early).
+async fn with_round_reserve(sim: Sim, stack: Rc<HostStack>) -> Fs {
+    let o = FsOptions {
+        reserved_zones: Some(8),
+        ..opts()
+    };
+    Fs::mkfs(sim, stack, FormatOptions::default(), o, Box::new(F2fs))
+        .await
+        .unwrap()
+}
+
 /// A foreground cleaning round opens with a checkpoint, cleans victim after victim and closes
 /// with one more (the published ZNS+ F2FS's f2fs_gc, from F2FS 4.10); between victims it
 /// checkpoints only once it has freed more than half the reserve, then after every victim
@@ -1725,14 +1737,7 @@ fn a_foreground_cleaning_round_checkpoints_before_and_after_its_victims() {
     let (sim, stack) = small_device(PayloadMode::Fingerprint);
     let s = sim.clone();
     run(&sim, async move {
-        // A reserve large enough that the cleaner never runs short of free zones mid-round.
-        let o = FsOptions {
-            reserved_zones: Some(8),
-            ..opts()
-        };
-        let fs = Fs::mkfs(s, stack, FormatOptions::default(), o, Box::new(F2fs))
-            .await
-            .unwrap();
+        let fs = with_round_reserve(s, stack).await;
         let files = (fs.statfs().blocks * 8 / 10 / 16) as usize;
         let data = |f: usize, g: u64| {
             OwnedData::Fingerprints((0..16).map(|b| (f as u64) << 32 | g << 8 | b).collect())
@@ -1771,13 +1776,7 @@ fn past_half_the_reserve_a_round_checkpoints_after_every_victim() {
     let (sim, stack) = small_device(PayloadMode::Fingerprint);
     let s = sim.clone();
     run(&sim, async move {
-        let o = FsOptions {
-            reserved_zones: Some(8),
-            ..opts()
-        };
-        let fs = Fs::mkfs(s, stack, FormatOptions::default(), o, Box::new(F2fs))
-            .await
-            .unwrap();
+        let fs = with_round_reserve(s, stack).await;
         // Half-empty zones: every other file of a zone's worth is deleted.
         let files = (fs.statfs().blocks * 6 / 10 / 16) as usize;
         let data =
@@ -1796,7 +1795,8 @@ fn past_half_the_reserve_a_round_checkpoints_after_every_victim() {
         let cleaned = after.foreground_cleanings - before.foreground_cleanings;
         // Victims 1..=4 leave no checkpoint; each later one but the last is followed by one
         // (zones still short), and the last by the closing one.
-        let half = 4;
+        let half = u64::from(fs.inner.st.borrow().reserved_zones / 2);
+        assert_eq!(half, 4);
         assert!(cleaned > half + 1, "{cleaned} zones cleaned");
         assert_eq!(after.checkpoints - before.checkpoints, cleaned - half);
         let problems = fs.check().await.unwrap();
