@@ -529,10 +529,12 @@ impl Runs {
     fn ops(&self, c: Cfg) -> f64 {
         self.f(c, "throughput.ops_per_sec")
     }
-    /// Share of in-storage copies done by copyback, percent.
+    /// Share of in-storage copies done by copyback, percent, in blocks as the authors count
+    /// them (the published ZNS+ F2FS's debug.c: a copied-back chunk adds its blocks to
+    /// `DEV CPBK`, a read + program copy its blocks to `DEV R/W`).
     fn copyback_pct(&self, c: Cfg) -> f64 {
-        let cb = self.f(c, "device.copybacks");
-        let rp = self.f(c, "device.readprogram_copies");
+        let cb = self.f(c, "device.copyback_blocks");
+        let rp = self.f(c, "device.readprogram_blocks");
         pct(cb, cb + rp)
     }
     /// Zones reopened by threaded logging and zones compacted in the device, and the first's

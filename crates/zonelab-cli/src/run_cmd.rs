@@ -111,6 +111,8 @@ pub(crate) fn counter_sections(w: &Value, segs_per_zone: u64) -> Value {
             "flash_reads": n("flash", "reads"), "flash_programs": n("flash", "programs"),
             "erases": n("flash", "erases"), "copybacks": n("flash", "copybacks"),
             "readprogram_copies": n("znsplus", "readprogram_copies"),
+            "copyback_blocks": n("znsplus", "copyback_blocks"),
+            "readprogram_blocks": n("znsplus", "readprogram_blocks"),
             "copyback_limit_hits": n("znsplus", "copyback_limit_hits"),
             "zone_compactions": n("znsplus", "compactions"),
             "tl_opens": n("znsplus", "tl_opens"),

@@ -292,6 +292,19 @@ fn an_izc_run_compacts_zones_inside_the_device() {
         d["readprogram_copies"].as_u64().unwrap(),
     );
     assert!(d["zone_compactions"].as_u64().unwrap() > 0, "{d}");
+    // In blocks: a copyback moves a whole chunk (4 blocks of 4 KiB in a 16 KiB page), a read
+    // + program chunk 1 to 4, and together they are every block IZC copied.
+    let (cb_blocks, rp_blocks) = (
+        d["copyback_blocks"].as_u64().unwrap(),
+        d["readprogram_blocks"].as_u64().unwrap(),
+    );
+    assert_eq!(cb_blocks, 4 * cb, "{d}");
+    assert!((rp..=4 * rp).contains(&rp_blocks), "{d}");
+    assert_eq!(
+        cb_blocks + rp_blocks,
+        gc["blocks_copied_in_device"].as_u64().unwrap(),
+        "{v}"
+    );
     assert!(
         cb > rp,
         "copyback-aware allocation: {cb} copybacks, {rp} read+program"
