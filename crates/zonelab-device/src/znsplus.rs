@@ -1658,6 +1658,15 @@ mod tests {
             for (&lba, &want) in &model {
                 prop_assert_eq!(fp_of(&mut d, t, lba), want, "lba {}", lba);
             }
+            // A copyback moves a whole chunk; a read + program fills a destination chunk with
+            // one block of data or more.
+            let (c, lpc) = (d.znsplus_counters(), d.lbas_per_chunk.get());
+            prop_assert_eq!(c.copyback_blocks, lpc * c.copybacks);
+            prop_assert!(
+                (c.readprogram_copies..=lpc * c.readprogram_copies).contains(&c.readprogram_blocks),
+                "{:?}",
+                c
+            );
         }
 
     }
