@@ -29,9 +29,14 @@
 //! fields needs a new version and a reader of the old one here.
 //!
 //! Older formats still load:
-//! * Format 4 (current) adds the device's ZNS+ state (TL_opened zones, copies in flight,
-//!   counters) as its last field. A format 3 body followed by the encoding of that field at
-//!   its default is a format 4 body ([`ZonedDevice::fields_added_since_image_v3`]).
+//! * Format 5 (current) adds the block counts of the ZNS+ counters (blocks copied by copyback
+//!   and by read + program), the last fields of the device. A format 4 body followed by their
+//!   encoding at their defaults is a format 5 body
+//!   ([`ZonedDevice::fields_added_since_image_v4`]).
+//! * Format 4 adds the device's ZNS+ state (TL_opened zones, copies in flight, counters) as
+//!   its last field. A format 3 body followed by the encoding of that field at its default
+//!   (in this build's layout, block counts included) is a format 5 body
+//!   ([`ZonedDevice::fields_added_since_image_v3`]).
 //! * Format 3 stores the profile as text.
 //! * Format 2 stored the profile field by field, with the controller section that lacked
 //!   `reset_unmap_variation`, `housekeeping_tick` and `management_window_ticks`. The profile at
@@ -61,8 +66,8 @@ use zonelab_sim::Nanos;
 
 /// The file signature.
 pub const MAGIC: [u8; 8] = *b"ZONELAB\0";
-/// The body layout this build writes (it also reads formats 1 to 3).
-pub const FORMAT_VERSION: u32 = 4;
+/// The body layout this build writes (it also reads formats 1 to 4).
+pub const FORMAT_VERSION: u32 = 5;
 /// Bytes before the body.
 pub const HEADER_LEN: usize = 32;
 /// Header flag: the body holds a [`ConventionalDevice`].
@@ -285,6 +290,7 @@ pub fn decode_any(bytes: &[u8]) -> Result<AnyImage, ImageError> {
         1 => decode_v1_body(&profile_as_text(body)?),
         2 => decode_body(&with_v4_fields(&profile_as_text(body)?)?),
         3 => decode_body(&with_v4_fields(body)?),
+        4 => decode_body(&with_v5_fields(body)?),
         _ => decode_body(body),
     }
     .map(AnyImage::Zoned)
@@ -343,11 +349,18 @@ fn profile_as_text(body: &[u8]) -> Result<Vec<u8>, ImageError> {
 }
 
 /// A format 2 or 3 body (profile as text) completed with the default of the field added in
-/// format 4.
+/// format 4, in this build's layout: a current body.
 fn with_v4_fields(body: &[u8]) -> Result<Vec<u8>, ImageError> {
     let plus = postcard::to_stdvec(&ZonedDevice::fields_added_since_image_v3())
         .map_err(|e| ImageError::Encode(e.to_string()))?;
     Ok([body, &plus].concat())
+}
+
+/// A format 4 body completed with the fields added in format 5 (at their defaults).
+fn with_v5_fields(body: &[u8]) -> Result<Vec<u8>, ImageError> {
+    let blocks = postcard::to_stdvec(&ZonedDevice::fields_added_since_image_v4())
+        .map_err(|e| ImageError::Encode(e.to_string()))?;
+    Ok([body, &blocks].concat())
 }
 
 /// A format 1 body (profile already as text): completed with the defaults of the fields added
@@ -696,6 +709,22 @@ mod tests {
         // Labelled format 4, the shorter body does not decode.
         let as_v4 = with_body(&v3, 4, &v3[HEADER_LEN..]);
         assert!(decode(&as_v4).is_err());
+    }
+
+    /// A format 4 image (before the ZNS+ counters' block counts) loads, with those counts at
+    /// zero, and is saved again as the current format.
+    #[test]
+    fn format_4_images_load_without_the_block_counts() {
+        let good = image_bytes();
+        let blocks = postcard::to_stdvec(&ZonedDevice::fields_added_since_image_v4()).unwrap();
+        assert!(good.ends_with(&blocks));
+        let v4 = with_body(&good, 4, &good[HEADER_LEN..good.len() - blocks.len()]);
+        let img = decode(&v4).unwrap();
+        assert_eq!(img.device.znsplus_counters().copyback_blocks, 0);
+        assert_eq!(encode(img.clock, &img.device).unwrap(), good);
+        // Labelled format 5, the shorter body does not decode.
+        let as_v5 = with_body(&v4, 5, &v4[HEADER_LEN..]);
+        assert!(decode(&as_v5).is_err());
     }
 
     /// The profile text at the start of a format 3 body, and the rest of the body.

@@ -212,9 +212,19 @@ struct DstPlan {
 impl ZonedDevice {
     /// For readers of device images of formats 1 to 3: the field the device gained in format 4,
     /// at its default (no ZNS+ state). It is the last field of the device, so a format 3 body
-    /// followed by its encoding is a format 4 body.
+    /// followed by its encoding (in this build's layout) is a current body.
     pub fn fields_added_since_image_v3() -> impl Serialize {
         ZnsPlus::default()
+    }
+
+    /// For readers of device images of format 4: the fields the device gained in format 5,
+    /// at their defaults: the block counts of the ZNS+ counters (`copyback_blocks`,
+    /// `readprogram_blocks`), the last fields of the counters, which are the last field of the
+    /// ZNS+ state, the device's last field. So a format 4 body followed by their encoding is a
+    /// format 5 body; the device counts copied blocks from then on.
+    pub fn fields_added_since_image_v4() -> impl Serialize {
+        let c = ZnsPlusCounters::default();
+        (c.copyback_blocks, c.readprogram_blocks)
     }
 
     pub fn znsplus_counters(&self) -> ZnsPlusCounters {
