@@ -2,8 +2,8 @@
 //! postcard body, device validation) on arbitrary files: a damaged image must be an error.
 //!
 //! Input: a selector byte, then file contents. With selector bit 0 clear the contents are a
-//! body given a valid header (format version from bits 1-2, conventional flag from bit 3, body
-//! length and CRC computed), so the fuzzer reaches the body decoder behind the checksum; with
+//! body given a valid header (format version from bits 1, 2 and 4, every version this build
+//! reads; conventional flag from bit 3; body length and CRC computed), so the fuzzer reaches the body decoder behind the checksum; with
 //! bit 0 set the contents are the whole file.
 #![no_main]
 
@@ -18,7 +18,8 @@ fuzz_target!(|data: &[u8]| {
         let _ = image::decode_any(rest);
         return;
     }
-    let version = FORMAT_VERSION - u32::from((sel >> 1) & 3).min(FORMAT_VERSION - 1);
+    let pick = u32::from((sel >> 1) & 3) | u32::from((sel >> 4) & 1) << 2;
+    let version = FORMAT_VERSION - pick % FORMAT_VERSION;
     let flags = if sel & 8 != 0 { FLAG_CONVENTIONAL } else { 0 };
     let mut file = Vec::with_capacity(32 + rest.len());
     file.extend_from_slice(&MAGIC);
