@@ -297,24 +297,28 @@ pub fn decode_any(bytes: &[u8]) -> Result<AnyImage, ImageError> {
 }
 
 fn decode_conventional_body(body: &[u8]) -> Result<ConventionalImage, ImageError> {
-    let b = decode_device(body, ConventionalDevice::validate_loaded)?;
+    let b = decode_device(body, |d: &mut ConventionalDevice| {
+        d.restore_from_profile();
+        d.validate_loaded()
+    })?;
     Ok(ConventionalImage {
         clock: b.clock,
         device: b.device,
     })
 }
 
-/// Decodes a body whose checksum already matched and validates its device with `validate`.
+/// Decodes a body whose checksum already matched; `finish` restores what the image leaves out
+/// and validates the device.
 fn decode_device<D: serde::de::DeserializeOwned>(
     body: &[u8],
-    validate: fn(&D) -> Result<(), String>,
+    finish: fn(&mut D) -> Result<(), String>,
 ) -> Result<Body<D>, ImageError> {
-    let (b, rest): (Body<D>, &[u8]) =
+    let (mut b, rest): (Body<D>, &[u8]) =
         postcard::take_from_bytes(body).map_err(|e| decode_error(body, e))?;
     if !rest.is_empty() {
         return Err(ImageError::TrailingBytes(rest.len() as u64));
     }
-    validate(&b.device).map_err(ImageError::Inconsistent)?;
+    finish(&mut b.device).map_err(ImageError::Inconsistent)?;
     Ok(b)
 }
 
@@ -384,7 +388,10 @@ fn decode_v1_body(body: &[u8]) -> Result<Image, ImageError> {
 
 /// Decodes and validates a body whose checksum already matched.
 fn decode_body(body: &[u8]) -> Result<Image, ImageError> {
-    let b = decode_device(body, ZonedDevice::validate_loaded)?;
+    let b = decode_device(body, |d: &mut ZonedDevice| {
+        d.restore_from_profile();
+        d.validate_loaded()
+    })?;
     Ok(Image {
         clock: b.clock,
         device: b.device,
@@ -616,12 +623,13 @@ mod tests {
         assert_eq!(le_u32(V2_IMAGE, 8), 2);
         let img = decode(V2_IMAGE).unwrap();
         // The old profile layout was read field by field; the fields added since are off: its
-        // link stays the full-duplex one it was written with, and its writes complete from the
-        // buffer as they did.
+        // link stays the full-duplex one it was written with, its writes complete from the
+        // buffer and its reads free their die after sensing, as they did.
         let ov = Profile::parse_overrides(&[
             "zones=4".to_string(),
             "pcie_duplex=\"full\"".to_string(),
             "write_completion=\"buffered\"".to_string(),
+            "read_holds_die=false".to_string(),
         ])
         .unwrap();
         let want = Profile::load("znsplus-mlc", &ov).unwrap();
@@ -709,6 +717,21 @@ mod tests {
         // Labelled format 4, the shorter body does not decode.
         let as_v4 = with_body(&v3, 4, &v3[HEADER_LEN..]);
         assert!(decode(&as_v4).is_err());
+    }
+
+    /// The flash array's setting that images leave out comes back from the profile: the
+    /// ZNS+ profiles' reads hold their die until the data is out.
+    #[test]
+    fn loaded_devices_take_the_read_hold_from_their_profile() {
+        let d = device();
+        assert!(d.flash().timing().read_holds_die);
+        let img = decode(&image_bytes()).unwrap();
+        assert!(img.device.flash().timing().read_holds_die);
+        let ov = Profile::parse_overrides(&["read_holds_die=false".to_string()]).unwrap();
+        let p = Profile::load("znsplus-mlc", &ov).unwrap();
+        let off = ZonedDevice::new(p, PayloadMode::Full).unwrap();
+        let img = decode(&encode(Nanos::ZERO, &off).unwrap()).unwrap();
+        assert!(!img.device.flash().timing().read_holds_die);
     }
 
     /// A format 4 image (before the ZNS+ counters' block counts) loads, with those counts at

@@ -131,6 +131,12 @@ impl ConventionalDevice {
     pub fn profile(&self) -> &Profile {
         &self.profile
     }
+    /// Restores, from the profile, what device images leave out: the flash array's
+    /// [`zonelab_flash::FlashTiming::read_holds_die`]. Image loaders call it after decoding.
+    pub fn restore_from_profile(&mut self) {
+        self.flash
+            .set_read_holds_die(self.profile.flash.read_holds_die);
+    }
     pub fn lba_size(&self) -> u64 {
         self.lba_size
     }

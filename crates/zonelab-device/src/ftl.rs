@@ -545,6 +545,7 @@ mod tests {
                 erase: Nanos(3000),
                 copyback: Nanos(520),
                 page_transfer: Nanos(10),
+                read_holds_die: false,
             },
         )
     }

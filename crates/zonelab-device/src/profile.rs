@@ -237,6 +237,11 @@ pub struct FlashSection {
     pub erase: Duration,
     pub copyback: Duration,
     pub page_transfer: Duration,
+    /// A read keeps its die busy until its data has crossed the channel (no cache read,
+    /// [`zonelab_flash::FlashTiming::read_holds_die`]). Off by default: the die senses the
+    /// next page while the last goes out.
+    #[serde(default)]
+    pub read_holds_die: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -465,6 +470,7 @@ impl Profile {
             erase: f.erase.0,
             copyback: f.copyback.0,
             page_transfer: f.page_transfer.0,
+            read_holds_die: f.read_holds_die,
         }
     }
     /// LBAs per flash page (a chunk, seed 000 §2.1).
@@ -768,8 +774,9 @@ pub mod as_toml_text {
 
 /// The profile as device images of formats 1 and 2 hold it: field after field without names
 /// (postcard), with the controller section of that time, which lacked `reset_unmap_variation`,
-/// `housekeeping_tick` and `management_window_ticks`. Read this way those three are off (their
-/// serde defaults, as in a profile file without them). From format 3 on images hold the
+/// `housekeeping_tick` and `management_window_ticks`, and the flash section without
+/// `read_holds_die`. Read this way those are off (their serde defaults, as in a profile file
+/// without them). From format 3 on images hold the
 /// profile as text ([`as_toml_text`]), so this is the only old layout there is to read.
 pub mod image_v2_layout {
     use super::*;
@@ -783,9 +790,18 @@ pub mod image_v2_layout {
         geometry: GeometrySection,
         zns: ZnsSection,
         ftl: Option<FtlSection>,
-        flash: FlashSection,
+        flash: FlashSectionV2,
         controller: ControllerSectionV2,
         host: HostSection,
+    }
+
+    #[derive(Deserialize)]
+    struct FlashSectionV2 {
+        read: Duration,
+        program: Duration,
+        erase: Duration,
+        copyback: Duration,
+        page_transfer: Duration,
     }
 
     #[derive(Deserialize)]
@@ -825,7 +841,15 @@ pub mod image_v2_layout {
             geometry: p.geometry,
             zns: p.zns,
             ftl: p.ftl,
-            flash: p.flash,
+            // Reads release their die after sensing, as they did then.
+            flash: FlashSection {
+                read: p.flash.read,
+                program: p.flash.program,
+                erase: p.flash.erase,
+                copyback: p.flash.copyback,
+                page_transfer: p.flash.page_transfer,
+                read_holds_die: false,
+            },
             // Every field named, so that a field added later must be decided on here too.
             controller: ControllerSection {
                 firmware_cores: c.firmware_cores,

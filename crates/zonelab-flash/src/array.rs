@@ -122,6 +122,12 @@ impl FlashArray {
     pub fn geometry(&self) -> &Geometry {
         &self.geometry
     }
+    /// Sets [`FlashTiming::read_holds_die`], which device images do not store (their owner
+    /// restores it from its profile).
+    pub fn set_read_holds_die(&mut self, on: bool) {
+        self.timing.read_holds_die = on;
+    }
+
     pub fn timing(&self) -> &FlashTiming {
         &self.timing
     }
@@ -279,8 +285,9 @@ impl FlashArray {
         }
     }
 
-    /// Reads `bytes` of a page: tR on the die, then the channel transfer out. Returns when the
-    /// data is in the controller.
+    /// Reads `bytes` of a page: tR on the die, then the channel transfer out (the die held
+    /// until it ends with [`FlashTiming::read_holds_die`]). Returns when the data is in the
+    /// controller.
     pub fn read(&mut self, now: Nanos, at: Nanos, p: PageAddr, bytes: u64) -> Nanos {
         self.read_on_die(now, at, p.block.die, bytes)
     }
@@ -301,9 +308,42 @@ impl FlashArray {
                 xfer
             }
         };
+        if self.timing.read_holds_die {
+            return self.read_holding_die(now, at, die, ch, t_r, xfer);
+        }
         let sense_start = self.reserve_die(now, die, at, t_r);
         let xfer_start = self.channels[ch].reserve(now, sense_start + t_r, xfer);
         xfer_start + xfer
+    }
+
+    /// A read whose die stays busy from sensing until the transfer ends. The controller starts
+    /// the sensing so that the page is ready when the channel is: the earliest start at or
+    /// after `at` with the die free for tR and the transfer, and the channel free for the
+    /// transfer right after tR (alternate first fits on die and channel, each moving later).
+    /// Past a few tries the sensing takes the last start found and the transfer the channel's
+    /// first gap after it (the die then may be free before its data is out).
+    fn read_holding_die(
+        &mut self,
+        now: Nanos,
+        at: Nanos,
+        die: usize,
+        ch: usize,
+        t_r: Nanos,
+        xfer: Nanos,
+    ) -> Nanos {
+        let mut sense = self.dies[die].first_fit(at, t_r + xfer);
+        for _ in 0..16 {
+            let out = self.channels[ch].first_fit(sense + t_r, xfer);
+            if out == sense + t_r {
+                break;
+            }
+            // The channel is busy when the page would be ready: sense later, finishing as the
+            // channel frees (strictly later than before, as `out > sense + t_r`).
+            sense = self.dies[die].first_fit(out - t_r, t_r + xfer);
+        }
+        let sense = self.reserve_die(now, die, sense, t_r + xfer);
+        let out = self.channels[ch].reserve(now, sense + t_r, xfer);
+        out + xfer
     }
 
     /// Copies a page within one plane of a die without using the channel (copyback, seed 000
@@ -391,6 +431,7 @@ mod tests {
             erase: Nanos::from_ms(3),
             copyback: Nanos::from_us(400),
             page_transfer: Nanos::from_us(24),
+            read_holds_die: false,
         };
         FlashArray::new(g, t)
     }
@@ -448,6 +489,24 @@ mod tests {
             a.read(Nanos(0), Nanos(0), page(0, 0, 0), 4096),
             Nanos::from_us(35 + 35 + 6)
         );
+    }
+
+    /// Without cache read the die senses the next page only once the last one is out.
+    #[test]
+    fn a_read_holding_its_die_keeps_it_until_the_data_is_out() {
+        let mut a = array();
+        a.set_read_holds_die(true);
+        let t0 = Nanos(0);
+        assert_eq!(a.read(t0, t0, page(0, 0, 0), 16384), Nanos::from_us(59));
+        assert_eq!(
+            a.read(t0, t0, page(0, 0, 0), 4096),
+            Nanos::from_us(59 + 35 + 6)
+        );
+        // The die was busy for both reads' sensing and transfers.
+        let busy: u64 = a.die_busy_log().iter().sum();
+        assert_eq!(Nanos(busy), Nanos::from_us(59 + 41));
+        // Another die on another channel is not held.
+        assert_eq!(a.read(t0, t0, page(1, 0, 0), 16384), Nanos::from_us(59));
     }
 
     #[test]

@@ -15,6 +15,16 @@ pub struct FlashTiming {
     pub copyback: Nanos,
     /// Moving one page between controller and die over the channel (the "DMA" of Table 2).
     pub page_transfer: Nanos,
+    /// Whether a read keeps its die busy until the data has crossed the channel: a die
+    /// without cache read holds the page in its register until it is out, and takes no other
+    /// operation until then. Otherwise the die is free once the page is sensed (cache read:
+    /// the next page is sensed while this one goes out). The ZNS+ authors' FEMU keeps a chip
+    /// busy for tR and the page DMA (github.com/eslab-skku/ZNSplus, ssd_io_manager.c,
+    /// `SSD_PAGE_READ`), as seed 000 Table 2 counts a read-and-program copy as tR, two DMAs
+    /// and tPROG of the chip, against which copyback saves 6-10%. Set from the device profile
+    /// (`flash.read_holds_die`), not stored with the array in device images.
+    #[serde(skip)]
+    pub read_holds_die: bool,
 }
 
 impl FlashTiming {
