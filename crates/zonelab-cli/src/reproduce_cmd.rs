@@ -39,7 +39,8 @@ pub struct ReproduceArgs {
     #[arg(long)]
     pub(crate) jobs: Option<usize>,
     /// zns-plus: runs every experiment with seeds `seed`, `seed + 1`, ... and reports the
-    /// mean of each figure (default: 3, or 1 with --quick).
+    /// mean of each figure, with each item's range over the seeds (default: 3, or 1 with
+    /// --quick).
     #[arg(long)]
     pub(crate) seeds: Option<u64>,
     /// zns-plus: only these figures and tables, comma-separated (fig6, table4, fig7, table5,
@@ -84,6 +85,35 @@ pub(crate) struct Item {
     pub(crate) check: Check,
     /// Whether the check holds; true for `Report` items, which are not counted.
     pub(crate) ok: bool,
+    /// When `zonelab` is a mean over seeds: the item's value from each seed's runs alone, in
+    /// the order of the seeds ([`Table::add_seed_values`]), so a reader sees how far one
+    /// seed's answer strays from the mean and whether the check would hold on every seed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) per_seed: Vec<f64>,
+}
+
+impl Item {
+    /// Whether `check` holds for the value `zonelab` against the paper's `paper`.
+    fn judge(check: Check, paper: f64, zonelab: f64) -> bool {
+        match check {
+            Check::Within(tol) => ((zonelab - paper) / paper).abs() <= tol,
+            Check::AtLeast(f) => zonelab >= paper * f,
+            Check::Holds => zonelab >= 1.0,
+            Check::Range(lo, hi) => zonelab >= lo && zonelab <= hi,
+            Check::Min(v) => zonelab >= v,
+            Check::Report => true,
+        }
+    }
+
+    /// Whether the check holds on every seed's value (the mean's when there are none).
+    fn holds_on_every_seed(&self) -> bool {
+        if self.per_seed.is_empty() {
+            return self.ok;
+        }
+        self.per_seed
+            .iter()
+            .all(|&v| Item::judge(self.check, self.paper, v))
+    }
 }
 
 pub(crate) struct Table {
@@ -100,14 +130,6 @@ impl Table {
         zonelab: f64,
         check: Check,
     ) {
-        let ok = match check {
-            Check::Within(tol) => ((zonelab - paper) / paper).abs() <= tol,
-            Check::AtLeast(f) => zonelab >= paper * f,
-            Check::Holds => zonelab >= 1.0,
-            Check::Range(lo, hi) => zonelab >= lo && zonelab <= hi,
-            Check::Min(v) => zonelab >= v,
-            Check::Report => true,
-        };
         self.items.push(Item {
             observation: obs.into(),
             metric: metric.into(),
@@ -115,14 +137,42 @@ impl Table {
             paper,
             zonelab,
             check,
-            ok,
+            ok: Item::judge(check, paper, zonelab),
+            per_seed: Vec::new(),
         });
     }
 
+    /// Records, beside each item of this table (built from the mean over seeds), its value in
+    /// `per_seed`, the same items built from each seed's runs alone, in seed order. The tables
+    /// must list the same items: they come from the same figures over the same experiments.
+    pub(crate) fn add_seed_values(&mut self, per_seed: &[Table]) {
+        for (k, item) in self.items.iter_mut().enumerate() {
+            item.per_seed = per_seed
+                .iter()
+                .map(|t| {
+                    let i = &t.items[k];
+                    assert_eq!(
+                        (&i.observation, &i.metric),
+                        (&item.observation, &item.metric),
+                        "one seed's table lists the items of the mean's"
+                    );
+                    i.zonelab
+                })
+                .collect();
+        }
+    }
+
     pub(crate) fn markdown(&self) -> String {
-        let mut s = String::from(
-            "| obs. | metric | paper | ZoneLab | unit | check | ok |\n|---|---|---|---|---|---|---|\n",
-        );
+        let seeds = self.items.iter().any(|i| !i.per_seed.is_empty());
+        let mut s = if seeds {
+            String::from(
+                "| obs. | metric | paper | ZoneLab | seeds (min–max) | unit | check | ok | every seed |\n|---|---|---|---|---|---|---|---|---|\n",
+            )
+        } else {
+            String::from(
+                "| obs. | metric | paper | ZoneLab | unit | check | ok |\n|---|---|---|---|---|---|---|\n",
+            )
+        };
         for i in &self.items {
             let check = match i.check {
                 Check::Within(t) => format!("±{:.0}%", t * 100.0),
@@ -137,16 +187,28 @@ impl Table {
                 (_, true) => "yes",
                 (_, false) => "NO",
             };
-            s.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} |\n",
-                i.observation,
-                i.metric,
+            let mut cells = vec![
+                i.observation.clone(),
+                i.metric.clone(),
                 fmt_num(i.paper),
                 fmt_num(i.zonelab),
-                i.unit,
-                check,
-                ok
-            ));
+            ];
+            if seeds {
+                let finite = || i.per_seed.iter().copied().filter(|v| v.is_finite());
+                let lo = finite().fold(f64::INFINITY, f64::min);
+                let hi = finite().fold(f64::NEG_INFINITY, f64::max);
+                cells.push(format!("{}–{}", fmt_num(lo), fmt_num(hi)));
+            }
+            cells.extend([i.unit.clone(), check, ok.into()]);
+            if seeds {
+                let every = match (i.check, i.holds_on_every_seed()) {
+                    (Check::Report, _) => "—",
+                    (_, true) => "yes",
+                    (_, false) => "no",
+                };
+                cells.push(every.into());
+            }
+            s.push_str(&format!("| {} |\n", cells.join(" | ")));
         }
         let judged = || {
             self.items
@@ -158,6 +220,14 @@ impl Table {
             "\n{ok} of {} items within tolerance.\n",
             judged().count()
         ));
+        if seeds {
+            let every = judged().filter(|i| i.holds_on_every_seed()).count();
+            s.push_str(&format!(
+                "{every} of the {} hold on each seed's runs alone too (the table judges the mean \
+                 over the seeds; \"every seed\" judges each seed's value).\n",
+                judged().count()
+            ));
+        }
         s
     }
 }
@@ -1105,4 +1175,79 @@ fn plots(
         &dir.join("fig7_reset_interference.png"),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(values: [f64; 2]) -> Table {
+        let mut t = Table { items: Vec::new() };
+        t.add(
+            "Fig 1",
+            "speed-up",
+            "x",
+            1.33,
+            values[0],
+            Check::AtLeast(1.0),
+        );
+        t.add("Fig 1", "share", "%", 50.0, values[1], Check::Report);
+        t
+    }
+
+    #[test]
+    fn seed_values_sit_beside_the_mean_and_are_judged_each() {
+        let mut mean = table([1.40, 40.0]);
+        mean.add_seed_values(&[table([1.60, 30.0]), table([1.20, 50.0])]);
+        assert_eq!(mean.items[0].per_seed, [1.60, 1.20]);
+        assert_eq!(mean.items[1].per_seed, [30.0, 50.0]);
+        // The mean holds; the second seed alone does not.
+        assert!(mean.items[0].ok);
+        assert!(!mean.items[0].holds_on_every_seed());
+        let md = mean.markdown();
+        assert!(
+            md.contains(
+                "| Fig 1 | speed-up | 1.33 | 1.40 | 1.20–1.60 | x | ≥ 1× paper | yes | no |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| Fig 1 | share | 50.00 | 40.00 | 30.00–50.00 | % | — | — | — |"),
+            "{md}"
+        );
+        assert!(md.contains("1 of 1 items within tolerance."), "{md}");
+        assert!(
+            md.contains("0 of the 1 hold on each seed's runs alone"),
+            "{md}"
+        );
+        let json = serde_json::to_value(&mean.items[0]).unwrap();
+        assert_eq!(json["per_seed"], serde_json::json!([1.6, 1.2]));
+    }
+
+    #[test]
+    fn a_single_run_table_has_no_seed_columns() {
+        let t = table([1.40, 40.0]);
+        let md = t.markdown();
+        assert!(
+            md.starts_with("| obs. | metric | paper | ZoneLab | unit | check | ok |"),
+            "{md}"
+        );
+        assert!(!md.contains("every seed"), "{md}");
+        assert!(
+            serde_json::to_value(&t.items[0])
+                .unwrap()
+                .get("per_seed")
+                .is_none()
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "one seed's table lists the items of the mean's")]
+    fn seed_tables_must_list_the_same_items() {
+        let mut mean = table([1.40, 40.0]);
+        let mut other = Table { items: Vec::new() };
+        other.add("Fig 2", "other", "x", 1.0, 1.0, Check::Holds);
+        other.add("Fig 2", "other", "x", 1.0, 1.0, Check::Holds);
+        mean.add_seed_values(&[other]);
+    }
 }

@@ -366,12 +366,7 @@ fn extract(r: &Value, timeline: bool) -> Value {
 
 /// Runs every experiment once per seed, `jobs` runs at a time; per experiment (by key, in a
 /// deterministic order) the mean of its runs ([`mean_of_runs`]) and each seed's throughput.
-fn run_all(
-    cfgs: &[Cfg],
-    sc: &Scale,
-    seeds: &[u64],
-    jobs: usize,
-) -> Result<(BTreeMap<String, Value>, f64)> {
+fn run_all(cfgs: &[Cfg], sc: &Scale, seeds: &[u64], jobs: usize) -> Result<(RunResults, f64)> {
     let tasks: Vec<(Cfg, u64)> = cfgs
         .iter()
         .flat_map(|&c| seeds.iter().map(move |&s| (c, s)))
@@ -458,7 +453,17 @@ fn run_all(
             failures.join("\n  ")
         );
     }
-    let out = by_key
+    let mut per_seed: Vec<BTreeMap<String, Value>> = vec![BTreeMap::new(); seeds.len()];
+    for (key, runs) in &by_key {
+        for (seed, v) in runs {
+            let k = seeds
+                .iter()
+                .position(|s| s == seed)
+                .expect("a seed of the runs");
+            per_seed[k].insert(key.clone(), v.clone());
+        }
+    }
+    let mean = by_key
         .into_iter()
         .map(|(key, runs)| {
             let values: Vec<&Value> = runs.iter().map(|(_, v)| v).collect();
@@ -470,7 +475,15 @@ fn run_all(
             (key, mean)
         })
         .collect();
-    Ok((out, wall))
+    Ok((RunResults { mean, per_seed }, wall))
+}
+
+/// What the reproduction keeps of its runs, by experiment key.
+struct RunResults {
+    /// The mean over the seeds ([`mean_of_runs`]).
+    mean: BTreeMap<String, Value>,
+    /// Each seed's own results, in the order of the seeds.
+    per_seed: Vec<BTreeMap<String, Value>>,
 }
 
 /// The mean of one experiment's runs (one per seed), figure by figure: numbers are averaged,
@@ -686,11 +699,9 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
     }
     let seeds: Vec<u64> = (0..n_seeds).map(|i| a.seed.wrapping_add(i)).collect();
     let t0 = Instant::now();
-    let (runs, cpu) = run_all(&cfgs, &sc, &seeds, jobs)?;
+    let (results, cpu) = run_all(&cfgs, &sc, &seeds, jobs)?;
     let wall = t0.elapsed().as_secs_f64();
-    let runs = Runs(runs);
-    let mut table = Table { items: Vec::new() };
-    let mut figs = serde_json::Map::new();
+    let runs = Runs(results.mean);
     type Items = fn(&Runs, &Scale, &mut Table, &mut serde_json::Map<String, Value>);
     let items: [(&str, Items); 9] = [
         ("fig6", |r, _, t, f| fig6(r, t, f)),
@@ -703,10 +714,25 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
         ("fig11", fig11),
         ("fig12", fig12),
     ];
-    for (fig, add) in items {
-        if only.contains(fig) {
-            add(&runs, &sc, &mut table, &mut figs);
+    // The figures from the mean over seeds, then each item from each seed's runs alone.
+    let tables = |runs: &Runs, figs: &mut serde_json::Map<String, Value>| {
+        let mut table = Table { items: Vec::new() };
+        for (fig, add) in items {
+            if only.contains(fig) {
+                add(runs, &sc, &mut table, figs);
+            }
         }
+        table
+    };
+    let mut figs = serde_json::Map::new();
+    let mut table = tables(&runs, &mut figs);
+    if seeds.len() > 1 {
+        let per_seed: Vec<Table> = results
+            .per_seed
+            .into_iter()
+            .map(|r| tables(&Runs(r), &mut serde_json::Map::new()))
+            .collect();
+        table.add_seed_values(&per_seed);
     }
 
     let md = table.markdown();

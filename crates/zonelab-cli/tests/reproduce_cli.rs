@@ -212,22 +212,36 @@ fn only_runs_the_figures_asked_for() {
         "table5",
         "--zones",
         "36",
+        "--seeds",
+        "2",
         "--out",
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Two seeds: the table judges their mean and shows each seed's value beside it.
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("| seeds (min–max) |"), "{stdout}");
+    assert!(
+        stdout.contains("hold on each seed's runs alone"),
+        "{stdout}"
+    );
     let dir = out.join("zns-plus");
     let table: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("table.json")).unwrap()).unwrap();
     assert_eq!(table["figures_run"], serde_json::json!(["table5"]));
+    assert_eq!(table["seeds"], serde_json::json!([1, 2]));
     let items = table["items"].as_array().unwrap();
     assert!(!items.is_empty());
+    for i in items {
+        assert_eq!(i["per_seed"].as_array().map(Vec::len), Some(2), "{i}");
+    }
     assert!(
         items.iter().all(|i| i["observation"] == "Table 5"),
         "{items:?}"
     );
     // Two ZNS+ runs per workload (with and without B_cold), and only Table 5's plot.
     assert_eq!(table["experiments"], 10);
+    assert_eq!(table["runs"], 20);
     let pngs: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
