@@ -89,6 +89,10 @@ pub struct HostCfg {
     /// order, and may be in flight together).
     #[serde(default = "mq_deadline")]
     pub scheduler: IoScheduler,
+    /// CPU time to hand one dirty page to the device at writeback (file data or node; see
+    /// `zonelab_lfs::fs::HostModel::write_page`), e.g. "8us"; not modelled when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_page: Option<String>,
 }
 
 fn mq_deadline() -> IoScheduler {
@@ -108,6 +112,7 @@ impl Default for HostCfg {
             cores: 4,
             dram: two_gib(),
             scheduler: mq_deadline(),
+            write_page: None,
         }
     }
 }
@@ -396,9 +401,16 @@ pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Pla
         (None, None) => None,
     };
     let cache_bytes = parse_size(&exp.host.dram).map_err(|e| anyhow!("host.dram: {e}"))?;
+    let write_page = match &exp.host.write_page {
+        Some(t) => parse_duration(t).map_err(|e| {
+            anyhow!("host.write_page: {e} (the CPU time per page written back, e.g. \"8us\")")
+        })?,
+        None => Nanos::ZERO,
+    };
     let opts = FsOptions {
         host: HostModel {
             cores: exp.host.cores.max(1),
+            write_page,
             ..Default::default()
         },
         cache_bytes,

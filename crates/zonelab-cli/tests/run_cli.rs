@@ -122,7 +122,7 @@ fn bad_experiments_are_explained() {
     let out = temp("bad.json");
     let out = out.to_str().unwrap();
     // The arguments after `run`, and what the error must say.
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 11] = [
         (
             &[exp, "-o", out, "--set", "fs.policy=nonsense"],
             "unknown policy",
@@ -163,6 +163,10 @@ fn bad_experiments_are_explained() {
         (
             &[exp, "--set", "host.scheduler=deadline"],
             "expected `none` or `mq-deadline`",
+        ),
+        (
+            &[exp, "--set", "host.write_page=\"fast\""],
+            "host.write_page",
         ),
         (&["/nonexistent.toml"], "cannot read experiment"),
         (

@@ -48,6 +48,13 @@ pub struct HostModel {
     pub copy_page: Nanos,
     /// Allocating a page-cache page.
     pub page_alloc: Nanos,
+    /// The host's write request handling for one dirty page (file data or node) it hands to
+    /// the device: F2FS's do_write_data_page and __write_node_page lock the page, mark it
+    /// under writeback, allocate its block and add it to a bio, page by page on the writing
+    /// thread (writeback, fsync, checkpoint, and cleaning's move_data_page). The device's
+    /// in-storage copies (IZC, plugging) need none of it (seed 000 §3.1, §4.1). Zero (not
+    /// modelled) unless an experiment gives it (`[host] write_page`).
+    pub write_page: Nanos,
 }
 
 impl Default for HostModel {
@@ -57,6 +64,7 @@ impl Default for HostModel {
             syscall: Nanos(1_000),
             copy_page: Nanos(600),
             page_alloc: Nanos(250),
+            write_page: Nanos::ZERO,
         }
     }
 }
@@ -1748,6 +1756,8 @@ impl Fs {
         // so a zone receives its writes in the order its blocks were taken.
         let mut handles = Vec::new();
         for chunk in idxs.chunks(256) {
+            self.cpu(self.inner.opts.host.write_page.times(chunk.len() as u64))
+                .await;
             let mut paths = Vec::with_capacity(chunk.len());
             'ensure: loop {
                 paths.clear();
@@ -1851,6 +1861,8 @@ impl Fs {
                 }
             }
         };
+        self.cpu(self.inner.opts.host.write_page.times(nids.len() as u64))
+            .await;
         for nid in nids {
             let t = now_ns(&self.inner.sim);
             let mut st = self.inner.st.borrow_mut();

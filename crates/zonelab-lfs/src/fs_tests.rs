@@ -1803,3 +1803,47 @@ fn past_half_the_reserve_a_round_checkpoints_after_every_victim() {
         assert!(problems.is_empty(), "{problems:?}");
     });
 }
+
+/// Handing a page to the device costs the host `write_page` of CPU (F2FS's per-page writeback
+/// work): with one core, syncing a file's dirty pages and nodes takes that much longer per page.
+#[test]
+fn writing_pages_back_costs_the_host_cpu_per_page() {
+    const PAGES: u64 = 128;
+    let sync_time = |write_page: Nanos| {
+        let (sim, stack) = small_device(PayloadMode::Fingerprint);
+        let s = sim.clone();
+        run(&sim, async move {
+            let mut o = opts();
+            o.host.cores = 1;
+            o.host.write_page = write_page;
+            let fs = Fs::mkfs(
+                s.clone(),
+                stack,
+                FormatOptions::default(),
+                o,
+                Box::new(F2fs),
+            )
+            .await
+            .expect("mkfs");
+            let f = fs.create(ROOT_INO, "f", 0o644, 0, 0).await.unwrap();
+            fs.write(f.ino, 0, OwnedData::Fingerprints((0..PAGES).collect()))
+                .await
+                .unwrap();
+            let t0 = s.now();
+            fs.sync().await.unwrap();
+            s.now() - t0
+        })
+    };
+    let cost = Nanos::from_us(20);
+    let (free, paid) = (sync_time(Nanos::ZERO), sync_time(cost));
+    let extra = paid - free;
+    // The data pages, and the few nodes the sync writes with them.
+    assert!(
+        extra >= cost.times(PAGES),
+        "{extra:?} more for {PAGES} pages"
+    );
+    assert!(
+        extra < cost.times(PAGES + 16),
+        "{extra:?} more for {PAGES} pages"
+    );
+}
