@@ -55,7 +55,7 @@ pub struct ReproduceArgs {
 }
 
 /// How an item's ZoneLab value is judged against the paper's.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Check {
     /// Within the relative tolerance of the paper's value.
@@ -144,17 +144,30 @@ impl Table {
 
     /// Records, beside each item of this table (built from the mean over seeds), its value in
     /// `per_seed`, the same items built from each seed's runs alone, in seed order. The tables
-    /// must list the same items: they come from the same figures over the same experiments.
+    /// must list the same items in the same order: they come from the same figures over the
+    /// same experiments. (A reported item's metric text may quote a value, so items are
+    /// matched by observation, unit and check.)
     pub(crate) fn add_seed_values(&mut self, per_seed: &[Table]) {
+        for t in per_seed {
+            assert_eq!(
+                t.items.len(),
+                self.items.len(),
+                "one seed's table lists the items of the mean's"
+            );
+        }
         for (k, item) in self.items.iter_mut().enumerate() {
             item.per_seed = per_seed
                 .iter()
                 .map(|t| {
                     let i = &t.items[k];
-                    assert_eq!(
-                        (&i.observation, &i.metric),
-                        (&item.observation, &item.metric),
-                        "one seed's table lists the items of the mean's"
+                    assert!(
+                        (&i.observation, &i.unit, i.check)
+                            == (&item.observation, &item.unit, item.check),
+                        "one seed's table lists the items of the mean's: {} / {} against {} / {}",
+                        i.observation,
+                        i.metric,
+                        item.observation,
+                        item.metric
                     );
                     i.zonelab
                 })
@@ -1239,6 +1252,25 @@ mod tests {
                 .get("per_seed")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_reported_metric_may_quote_its_own_seed_value() {
+        let at = |v: f64| {
+            let mut t = Table { items: Vec::new() };
+            t.add(
+                "§3",
+                &format!("sweep point (mean {v:.3})"),
+                "%",
+                f64::NAN,
+                v,
+                Check::Report,
+            );
+            t
+        };
+        let mut mean = at(2.0);
+        mean.add_seed_values(&[at(1.0), at(3.0)]);
+        assert_eq!(mean.items[0].per_seed, [1.0, 3.0]);
     }
 
     #[test]
