@@ -460,28 +460,25 @@ fn run_all(cfgs: &[Cfg], sc: &Scale, seeds: &[u64], jobs: usize) -> Result<(RunR
             failures.join("\n  ")
         );
     }
+    // Each experiment's mean, then its runs move to their seed's results.
+    let mut mean = BTreeMap::new();
     let mut per_seed: Vec<BTreeMap<String, Value>> = vec![BTreeMap::new(); seeds.len()];
-    for (key, runs) in &by_key {
+    for (key, runs) in by_key {
+        let values: Vec<&Value> = runs.iter().map(|(_, v)| v).collect();
+        let mut m = mean_of_runs(&values);
+        m["per_seed_mb_per_sec"] = runs
+            .iter()
+            .map(|(seed, v)| json!({"seed": seed, "mb_per_sec": v["throughput"]["mb_per_sec"]}))
+            .collect();
         for (seed, v) in runs {
             let k = seeds
                 .iter()
-                .position(|s| s == seed)
+                .position(|&s| s == seed)
                 .expect("a seed of the runs");
-            per_seed[k].insert(key.clone(), v.clone());
+            per_seed[k].insert(key.clone(), v);
         }
+        mean.insert(key, m);
     }
-    let mean = by_key
-        .into_iter()
-        .map(|(key, runs)| {
-            let values: Vec<&Value> = runs.iter().map(|(_, v)| v).collect();
-            let mut mean = mean_of_runs(&values);
-            mean["per_seed_mb_per_sec"] = runs
-                .iter()
-                .map(|(seed, v)| json!({"seed": seed, "mb_per_sec": v["throughput"]["mb_per_sec"]}))
-                .collect();
-            (key, mean)
-        })
-        .collect();
     Ok((RunResults { mean, per_seed }, wall))
 }
 
