@@ -17,6 +17,7 @@ use zonelab_flash::BUSY_BUCKET;
 use zonelab_lfs::FileSystem;
 use zonelab_lfs::dev::Devices;
 use zonelab_lfs::fs::{Fs, FsStats};
+use zonelab_lfs::policy::{HsrProfile, VictimKind};
 use zonelab_sim::{Nanos, Sim};
 use zonelab_workload::fs::{MeasureHook, WarmGate};
 
@@ -55,6 +56,7 @@ pub(crate) fn counters(stats: &FsStats, ns: &Namespace, companion: Option<&Names
             "blocks_copied_in_device": stats.blocks_copied_in_device,
             "periodic_checkpoints": stats.periodic_checkpoints,
             "threaded": stats.threaded,
+            "hsr": stats.hsr,
         },
         "device": ns.counters(),
         "flash": ns.flash_counters(),
@@ -77,6 +79,8 @@ pub(crate) fn counters(stats: &FsStats, ns: &Namespace, companion: Option<&Names
 pub(crate) fn counter_sections(w: &Value, segs_per_zone: u64) -> Value {
     let n = |section: &str, key: &str| w[section][key].as_u64().unwrap_or(0);
     let n2 = |section: &str, sub: &str, key: &str| w[section][sub][key].as_u64().unwrap_or(0);
+    // Hybrid segment recycling's alpha and beta over the window (null before an observation).
+    let hsr: HsrProfile = serde_json::from_value(w["fs"]["hsr"].clone()).unwrap_or_default();
     json!({
         "traffic_bytes": {
             "user_write": n("traffic", "user_write"), "user_read": n("traffic", "user_read"),
@@ -104,6 +108,9 @@ pub(crate) fn counter_sections(w: &Value, segs_per_zone: u64) -> Value {
                 "compaction_preferred": n2("fs", "threaded", "compaction_preferred"),
                 "unweighed": n2("fs", "threaded", "unweighed"),
                 "periodic_checkpoints": n("fs", "periodic_checkpoints"),
+                "alpha_data": hsr.alpha(VictimKind::Data),
+                "alpha_node": hsr.alpha(VictimKind::Node),
+                "beta": hsr.beta.beta(),
             },
             "blocks_copied_in_device": n("fs", "blocks_copied_in_device"),
         },

@@ -353,6 +353,16 @@ fn a_znsplus_run_reclaims_zones_by_threaded_logging() {
     let tl = by["threaded_logging"].as_u64().unwrap();
     let sc = by["izc"].as_u64().unwrap();
     assert!(tl > 0 && tl >= sc, "{by}");
+    // Hybrid segment recycling's profile over the window: alpha once the device copied a
+    // data victim's blocks, beta a non-negative number or not yet known.
+    let t = &v["gc"]["threaded_logging"];
+    if v["gc"]["blocks_copied_in_device"].as_u64().unwrap() > 0 {
+        assert!(t["alpha_data"].as_f64().is_some_and(|a| a >= 0.0), "{t}");
+    }
+    assert!(
+        t["beta"].is_null() || t["beta"].as_f64().unwrap() >= 0.0,
+        "{t}"
+    );
     let d = &v["device"];
     // The device counts a TL_open when it runs, the file system when it asks: one may cross
     // a window edge.

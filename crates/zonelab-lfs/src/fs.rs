@@ -18,7 +18,9 @@ use crate::ondisk::{
     SSA_PER_BLOCK, Summary, Superblock, decode_dentries, decode_nat, decode_sit, decode_ssa,
     encode_dentries,
 };
-use crate::policy::{Allocation, CachedPages, InStorage, Migration, Policy, VictimKind};
+use crate::policy::{
+    Allocation, CachedPages, HsrProfile, InStorage, Migration, Policy, VictimKind,
+};
 use crate::segment::{Segments, Temp, Threaded, ThreadedStats, ZoneJob, ZoneUse};
 use crate::vfs::{
     Attr, DirEntry, FileKind, FileSystem, FsError, FsResult, Ino, LINK_MAX, NAME_MAX, ROOT_INO,
@@ -338,6 +340,8 @@ pub struct FsStats {
     pub periodic_checkpoints: u64,
     /// Threaded logging (znsplus policy).
     pub threaded: ThreadedStats,
+    /// What hybrid segment recycling profiled (znsplus policy): alpha's and beta's sums.
+    pub hsr: HsrProfile,
     pub compaction: Vec<CompactionTime>,
     pub traffic: TrafficBytes,
 }
@@ -2885,6 +2889,7 @@ impl Fs {
         s.traffic = self.inner.dev.traffic();
         if let Some(th) = &st.segs.threaded {
             s.threaded = th.stats;
+            s.hsr = th.hsr.profile();
         }
         s
     }

@@ -166,9 +166,54 @@ pub struct Hsr {
     /// Per log that wrote the victim ([`Temp`]): (node and metadata blocks written, blocks
     /// moved).
     alpha_sum: [(u64, u64); 6],
-    /// (still valid, of how many) at the next TL_open: of cold blocks, and of the blocks the
-    /// log wrote since the previous one.
-    beta_sum: [(u64, u64); 2],
+    beta_sum: BetaSums,
+}
+
+/// beta's observations: at a zone's TL_open, how many of the blocks cold at its previous one
+/// are still valid, and how many of the blocks the log wrote since.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BetaSums {
+    pub cold_still: u64,
+    pub cold_seen: u64,
+    pub other_still: u64,
+    pub other_seen: u64,
+}
+
+impl BetaSums {
+    /// beta: how much likelier the cold blocks were to survive than the others; None before
+    /// both kinds were seen.
+    pub fn beta(&self) -> Option<f64> {
+        (self.cold_seen > 0 && self.other_seen > 0).then(|| {
+            (self.cold_still as f64 / self.cold_seen as f64
+                - self.other_still as f64 / self.other_seen as f64)
+                .max(0.0)
+        })
+    }
+}
+
+/// What hybrid segment recycling has profiled so far, for reports: alpha's sums pooled by
+/// the kind of victim, and beta's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HsrProfile {
+    /// Node and metadata blocks the compactions of data victims wrote, and the blocks they
+    /// moved.
+    pub data_meta: u64,
+    pub data_moved: u64,
+    /// The same for node victims.
+    pub node_meta: u64,
+    pub node_moved: u64,
+    pub beta: BetaSums,
+}
+
+impl HsrProfile {
+    /// alpha of the data (or node) victims compacted; None before the first.
+    pub fn alpha(&self, kind: VictimKind) -> Option<f64> {
+        let (meta, moved) = match kind {
+            VictimKind::Data => (self.data_meta, self.data_moved),
+            VictimKind::Node => (self.node_meta, self.node_moved),
+        };
+        (moved > 0).then(|| meta as f64 / moved as f64)
+    }
 }
 
 impl Hsr {
@@ -179,7 +224,7 @@ impl Hsr {
             plugging_share,
             cold_benefit,
             alpha_sum: [(0, 0); 6],
-            beta_sum: [(0, 0); 2],
+            beta_sum: BetaSums::default(),
         }
     }
 
@@ -193,10 +238,25 @@ impl Hsr {
     }
 
     pub fn beta(&self) -> f64 {
-        match self.beta_sum {
-            [(_, 0), _] | [_, (_, 0)] => 0.0,
-            [(cs, cw), (os, ow)] => (cs as f64 / cw as f64 - os as f64 / ow as f64).max(0.0),
+        self.beta_sum.beta().unwrap_or(0.0)
+    }
+
+    /// The observations so far ([`HsrProfile`]).
+    pub fn profile(&self) -> HsrProfile {
+        let mut p = HsrProfile {
+            beta: self.beta_sum,
+            ..HsrProfile::default()
+        };
+        for t in Temp::ALL {
+            let (meta, moved) = self.alpha_sum[t as usize];
+            let (m, v) = match VictimKind::of(t) {
+                VictimKind::Data => (&mut p.data_meta, &mut p.data_moved),
+                VictimKind::Node => (&mut p.node_meta, &mut p.node_moved),
+            };
+            *m += meta;
+            *v += moved;
         }
+        p
     }
 
     /// A compaction of a victim the log `victim` wrote moved `moved` blocks and wrote `meta`
@@ -211,10 +271,11 @@ impl Hsr {
     /// previous TL_open, `still` are valid now; of the `other` = (still, was) blocks the log
     /// wrote since, too.
     pub fn observe_beta(&mut self, cold: (u64, u64), other: (u64, u64)) {
-        for (sum, (still, was)) in self.beta_sum.iter_mut().zip([cold, other]) {
-            sum.0 += still;
-            sum.1 += was;
-        }
+        let b = &mut self.beta_sum;
+        b.cold_still += cold.0;
+        b.cold_seen += cold.1;
+        b.other_still += other.0;
+        b.other_seen += other.1;
     }
 
     /// f_plugging(N): in-storage plugging of `blocks` blocks, a share of their on-demand copy.
@@ -470,5 +531,28 @@ mod tests {
             h.compaction_cost(WarmData, 80, 50),
             h.compaction_cost(WarmData, 80, 0)
         );
+    }
+
+    /// The report pools alpha by victim kind and carries beta's sums, so a window's
+    /// difference of two profiles gives that window's alpha and beta.
+    #[test]
+    fn the_profile_reports_alpha_by_victim_kind_and_beta() {
+        use Temp::{ColdData, HotNode, WarmData, WarmNode};
+        let mut h = Hsr::new(100.0, 100.0, 0.9, ColdBenefit::Profiled);
+        let p = h.profile();
+        assert_eq!(p.alpha(VictimKind::Data), None, "nothing compacted yet");
+        assert_eq!(p.beta.beta(), None, "no zone reopened twice yet");
+        h.observe_alpha(WarmData, 10, 100);
+        h.observe_alpha(ColdData, 30, 100);
+        h.observe_alpha(HotNode, 0, 50);
+        h.observe_alpha(WarmNode, 5, 50);
+        h.observe_beta((9, 10), (5, 10));
+        let p = h.profile();
+        assert_eq!(p.alpha(VictimKind::Data), Some(0.2));
+        assert_eq!(p.alpha(VictimKind::Node), Some(0.05));
+        assert_eq!(p.beta.beta(), Some(h.beta()));
+        // Blocks no likelier to survive for being cold: no benefit, not a negative one.
+        h.observe_beta((0, 80), (10, 10));
+        assert_eq!(h.profile().beta.beta(), Some(0.0));
     }
 }
