@@ -335,6 +335,13 @@ impl Cfg {
     }
 }
 
+/// The mean of the finite values of `xs` (NaN when none is): an item over the workloads that
+/// measured it at all.
+fn finite_mean(xs: impl IntoIterator<Item = f64>) -> f64 {
+    let finite: Vec<f64> = xs.into_iter().filter(|x| x.is_finite()).collect();
+    finite.iter().sum::<f64>() / finite.len() as f64
+}
+
 /// What the reproduction keeps of one run's result JSON.
 fn extract(r: &Value, timeline: bool) -> Value {
     let mut v = json!({
@@ -1073,18 +1080,16 @@ fn table5(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
         }));
     }
     // §3.3.2: "For our target benchmarks, we observed that alpha has an average value of 20%."
-    let measured: Vec<f64> = alphas.iter().copied().filter(|x| x.is_finite()).collect();
     t.add(
         "Table 5",
         "HSR's profiled alpha of data victims, mean of the workloads",
         "%",
         20.0,
-        measured.iter().sum::<f64>() / measured.len() as f64,
+        finite_mean(alphas),
         Check::Report,
     );
     // Over the workloads that plugged at all (a run may reclaim only by compaction).
-    let plugged: Vec<f64> = bps.iter().copied().filter(|x| x.is_finite()).collect();
-    let mean = plugged.iter().sum::<f64>() / plugged.len() as f64;
+    let mean = finite_mean(bps);
     t.add(
         "Table 5",
         "background plugging share, mean of the workloads",
@@ -1141,11 +1146,6 @@ fn theta_pi(r: &Runs, sc: &Scale, t: &mut Table, figs: &mut serde_json::Map<Stri
         Check::Range(64.0, 256.0),
     );
     for (k, &th) in sc.thetas.iter().enumerate() {
-        let tl: Vec<f64> = tl_pct
-            .iter()
-            .map(|row| row[k])
-            .filter(|x| x.is_finite())
-            .collect();
         t.add(
             "§3.3.2",
             &format!(
@@ -1156,7 +1156,7 @@ fn theta_pi(r: &Runs, sc: &Scale, t: &mut Table, figs: &mut serde_json::Map<Stri
             ),
             "%",
             f64::NAN,
-            tl.iter().sum::<f64>() / tl.len() as f64,
+            finite_mean(tl_pct.iter().map(|row| row[k])),
             Check::Report,
         );
     }

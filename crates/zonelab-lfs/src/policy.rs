@@ -212,8 +212,13 @@ impl HsrProfile {
             VictimKind::Data => (self.data_meta, self.data_moved),
             VictimKind::Node => (self.node_meta, self.node_moved),
         };
-        (moved > 0).then(|| meta as f64 / moved as f64)
+        per_block_moved(meta, moved)
     }
+}
+
+/// alpha from its sums: node and metadata blocks written per block moved; None before a move.
+fn per_block_moved(meta: u64, moved: u64) -> Option<f64> {
+    (moved > 0).then(|| meta as f64 / moved as f64)
 }
 
 impl Hsr {
@@ -230,11 +235,11 @@ impl Hsr {
 
     /// alpha of a victim the log `victim` wrote.
     pub fn alpha(&self, victim: Temp) -> f64 {
-        match (self.alpha_sum[victim as usize], VictimKind::of(victim)) {
-            ((_, 0), VictimKind::Data) => 0.2,
-            ((_, 0), VictimKind::Node) => 0.0,
-            ((meta, moved), _) => meta as f64 / moved as f64,
-        }
+        let (meta, moved) = self.alpha_sum[victim as usize];
+        per_block_moved(meta, moved).unwrap_or(match VictimKind::of(victim) {
+            VictimKind::Data => 0.2,
+            VictimKind::Node => 0.0,
+        })
     }
 
     pub fn beta(&self) -> f64 {
