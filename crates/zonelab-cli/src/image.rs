@@ -192,6 +192,16 @@ impl std::error::Error for ImageError {}
 
 /// The complete file contents for `clock` and `device`.
 pub fn encode(clock: Nanos, device: &ZonedDevice) -> Result<Vec<u8>, ImageError> {
+    // Images keep no queued in-storage copies: they are started first.
+    let started;
+    let device = if device.has_queued_copies() {
+        let mut d = device.clone();
+        d.start_queued_copies();
+        started = d;
+        &started
+    } else {
+        device
+    };
     let body = postcard::to_stdvec(&Body { clock, device })
         .map_err(|e| ImageError::Encode(e.to_string()))?;
     Ok(with_header(body, 0))

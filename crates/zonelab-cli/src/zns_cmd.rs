@@ -387,7 +387,10 @@ fn zone_compaction(a: CompactionArgs) -> Result<ExitCode> {
     let now = img.clock;
     let src: Vec<Lba> = src.iter().map(|&l| Lba(l)).collect();
     let dst: Vec<Lba> = dst.iter().map(|&l| Lba(l)).collect();
-    let c = img.device.zone_compaction(now, now, &src, &dst);
+    let mut c = img.device.zone_compaction(now, now, &src, &dst);
+    if let Some(ticket) = img.device.take_compaction_ticket() {
+        c.done = img.device.compaction_completion(ticket);
+    }
     let after = img.device.znsplus_counters();
     match finish(&a.image, &mut img, now, c)? {
         Ok((latency, _)) => {

@@ -96,6 +96,15 @@ pub trait StackDevice {
     fn zone_compaction(&mut self, now: Nanos, at: Nanos, src: &[Lba], dst: &[Lba]) -> Completion;
     /// ZNS+ TL_open (seed 000 §3.2.2).
     fn tl_open(&mut self, now: Nanos, at: Nanos, zones: &[TlOpenZone]) -> Completion;
+    /// The device acts at `now` with no command: queued in-storage copies start as their
+    /// chips allow.
+    fn settle(&mut self, now: Nanos);
+    /// After a zone_compaction: its ticket if its copies were queued, its completion then
+    /// coming from [`StackDevice::compaction_status`] (the returned `done` is only when to
+    /// ask first).
+    fn take_compaction_ticket(&mut self) -> Option<u64>;
+    /// A queued zone_compaction's completion, or `Err(t)`: settle at `t` and ask again.
+    fn compaction_status(&mut self, ticket: u64) -> Result<Nanos, Nanos>;
     fn profile(&self) -> &Profile;
     fn lba_size(&self) -> u64;
     fn buffer_limit(&self) -> u64;
@@ -154,6 +163,15 @@ macro_rules! stack_device {
             }
             fn tl_open(&mut self, now: Nanos, at: Nanos, zones: &[TlOpenZone]) -> Completion {
                 <$t>::tl_open(self, now, at, zones)
+            }
+            fn settle(&mut self, now: Nanos) {
+                <$t>::settle(self, now)
+            }
+            fn take_compaction_ticket(&mut self) -> Option<u64> {
+                <$t>::take_compaction_ticket(self)
+            }
+            fn compaction_status(&mut self, ticket: u64) -> Result<Nanos, Nanos> {
+                <$t>::compaction_status(self, ticket)
             }
             fn management_completion(&self, promised: Nanos) -> Nanos {
                 <$t>::management_completion(self, promised)
@@ -464,9 +482,8 @@ impl<D: StackDevice + 'static> HostStack<D> {
             {
                 return Err(cmd);
             }
-            IoCmd::ZoneCompaction { dst, .. } if self.zone_locking && !dst.is_empty() => {
-                return Err(cmd);
-            }
+            // Its completion may come later than the device first says (copies queued).
+            IoCmd::ZoneCompaction { .. } => return Err(cmd),
             _ => {}
         }
         let issued = self.sim.now();
@@ -493,9 +510,10 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 IoCmd::Write { slba, data } => dev.write(now, at, *slba, data.as_ref(), false),
                 IoCmd::Append { zslba, data } => dev.write(now, at, *zslba, data.as_ref(), true),
                 IoCmd::Flush => dev.flush(now, at),
-                IoCmd::ZoneCompaction { src, dst } => dev.zone_compaction(now, at, src, dst),
                 IoCmd::TlOpen { zones } => dev.tl_open(now, at, zones),
-                IoCmd::ZoneMgmt { .. } => unreachable!("returned above"),
+                IoCmd::ZoneMgmt { .. } | IoCmd::ZoneCompaction { .. } => {
+                    unreachable!("returned above")
+                }
             }
         };
         self.recorded(now, at, &completion, || match cmd {
@@ -511,9 +529,10 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 append: true,
             },
             IoCmd::Flush => DeviceCmd::Flush,
-            IoCmd::ZoneCompaction { src, dst } => DeviceCmd::ZoneCompaction { src, dst },
             IoCmd::TlOpen { zones } => DeviceCmd::TlOpen { zones },
-            IoCmd::ZoneMgmt { .. } => unreachable!("returned above"),
+            IoCmd::ZoneMgmt { .. } | IoCmd::ZoneCompaction { .. } => {
+                unreachable!("returned above")
+            }
         });
         self.count(|c| c.dispatched += 1);
         Ok(IoDone {
@@ -586,11 +605,34 @@ impl<D: StackDevice + 'static> HostStack<D> {
                     .write_through_scheduler(issued, slba, QueuedOp::Write(data))
                     .await;
             }
-            IoCmd::ZoneCompaction { src, dst } if self.zone_locking => {
+            IoCmd::ZoneCompaction { src, dst } if self.zone_locking && !dst.is_empty() => {
                 let slba = dst[0];
                 return self
                     .write_through_scheduler(issued, slba, QueuedOp::Compaction { src, dst })
                     .await;
+            }
+            IoCmd::ZoneCompaction { src, dst } => {
+                let at = issued + self.submit_cost + self.dispatch_cost;
+                let (completion, ticket) = {
+                    let mut dev = self.device.borrow_mut();
+                    let c = dev.zone_compaction(issued, at, &src, &dst);
+                    (c, dev.take_compaction_ticket())
+                };
+                self.recorded(issued, at, &completion, || DeviceCmd::ZoneCompaction {
+                    src,
+                    dst,
+                });
+                self.count(|c| c.dispatched += 1);
+                let completed = self.compaction_done(ticket, completion.done).await;
+                let completed = completed + self.complete_cost;
+                self.sim.sleep_until(completed).await;
+                return IoDone {
+                    status: completion.status,
+                    issued,
+                    submitted: at,
+                    completed,
+                    data: None,
+                };
             }
             cmd => cmd,
         };
@@ -631,6 +673,35 @@ impl<D: StackDevice + 'static> HostStack<D> {
             submitted: at,
             completed: device_done + self.complete_cost,
             data: None,
+        }
+    }
+
+    /// The device's completion of a zone_compaction that gave `first`: that, unless its
+    /// copies were queued (`ticket`); then the device is asked from `first` on, acting at each
+    /// time it names, until all the copies have started (seed 000 §3.2.1: the copies run
+    /// behind normal requests, so the completion is known only as they go).
+    async fn compaction_done(&self, ticket: Option<u64>, first: Nanos) -> Nanos {
+        let Some(ticket) = ticket else {
+            return first;
+        };
+        let mut next = first;
+        loop {
+            self.sim.sleep_until(next).await;
+            let now = self.sim.now();
+            let status = {
+                let mut dev = self.device.borrow_mut();
+                dev.settle(now);
+                dev.compaction_status(ticket)
+            };
+            let settled = Completion {
+                done: now,
+                status: Ok(None),
+            };
+            self.recorded(now, now, &settled, || DeviceCmd::Settle);
+            match status {
+                Ok(done) => return done,
+                Err(t) => next = t.max(now + Nanos(1)),
+            }
         }
     }
 
@@ -802,13 +873,17 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 .max()
                 .expect("batch not empty");
             let at = earliest.max(now) + self.dispatch_cost;
-            let completion = {
+            let (completion, ticket) = {
                 let mut dev = self.device.borrow_mut();
                 match &op {
-                    QueuedOp::Write(data) => {
-                        dev.write(now, at, requests[0].slba, data.as_ref(), false)
+                    QueuedOp::Write(data) => (
+                        dev.write(now, at, requests[0].slba, data.as_ref(), false),
+                        None,
+                    ),
+                    QueuedOp::Compaction { src, dst } => {
+                        let c = dev.zone_compaction(now, at, src, dst);
+                        (c, dev.take_compaction_ticket())
                     }
-                    QueuedOp::Compaction { src, dst } => dev.zone_compaction(now, at, src, dst),
                 }
             };
             self.recorded(now, at, &completion, || match op {
@@ -827,7 +902,8 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 q.dispatched += requests.len() as u64;
                 q.on_dispatch.notify_all();
             }
-            let completed = completion.done + self.complete_cost;
+            let completed =
+                self.compaction_done(ticket, completion.done).await + self.complete_cost;
             self.sim.sleep_until(completed).await;
             for r in requests {
                 let status = completion.status.map(|_| Some(r.slba));

@@ -154,6 +154,27 @@ impl Namespace {
             Namespace::Conventional(d) => d.zoned_command(now, at),
         }
     }
+    /// The device acts at `now` with no command (queued ZNS+ copies start when chips allow).
+    pub fn settle(&mut self, now: Nanos) {
+        if let Namespace::Zoned(d) = self {
+            d.settle(now);
+        }
+    }
+    /// The ticket of the zone_compaction just submitted if its copies were queued.
+    pub fn take_compaction_ticket(&mut self) -> Option<u64> {
+        match self {
+            Namespace::Zoned(d) => d.take_compaction_ticket(),
+            Namespace::Conventional(_) => None,
+        }
+    }
+    /// A queued zone_compaction's completion, or when to ask again
+    /// ([`ZonedDevice::compaction_status`]).
+    pub fn compaction_status(&mut self, ticket: u64) -> Result<Nanos, Nanos> {
+        match self {
+            Namespace::Zoned(d) => d.compaction_status(ticket),
+            Namespace::Conventional(_) => Ok(Nanos::ZERO),
+        }
+    }
     /// ZNS+ TL_open (Invalid Command Opcode on a conventional namespace).
     pub fn tl_open(&mut self, now: Nanos, at: Nanos, zones: &[TlOpenZone]) -> Completion {
         match self {

@@ -46,6 +46,9 @@ pub enum DeviceCmd {
     TlOpen {
         zones: Vec<TlOpenZone>,
     },
+    /// No command: the host looked at a zone_compaction's progress, and the device acted
+    /// then (queued copies started, [`StackDevice::settle`]).
+    Settle,
 }
 
 /// One recorded command: when the host issued it to the device model (`now`), when it reached
@@ -110,6 +113,13 @@ pub fn apply<D: StackDevice>(dev: &mut D, now: Nanos, at: Nanos, cmd: &DeviceCmd
         DeviceCmd::Flush => dev.flush(now, at),
         DeviceCmd::ZoneCompaction { src, dst } => dev.zone_compaction(now, at, src, dst),
         DeviceCmd::TlOpen { zones } => dev.tl_open(now, at, zones),
+        DeviceCmd::Settle => {
+            dev.settle(now);
+            Completion {
+                done: now,
+                status: Ok(None),
+            }
+        }
     }
 }
 
@@ -179,5 +189,6 @@ fn kind(c: &DeviceCmd) -> &'static str {
         DeviceCmd::Flush => "flush",
         DeviceCmd::ZoneCompaction { .. } => "zone_compaction",
         DeviceCmd::TlOpen { .. } => "tl_open",
+        DeviceCmd::Settle => "settle",
     }
 }

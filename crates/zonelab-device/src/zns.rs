@@ -609,6 +609,12 @@ impl ZonedDevice {
             return self.error(now, at, c.write_cost.0, NvmeStatus::InvalidFieldInCommand);
         }
         self.background_plugging(now);
+        if !self.plus.copy_queue.is_empty()
+            && let Ok(z) = self.zones.zone_of(slba)
+        {
+            // The zone's copies go first: its pages are programmed in order.
+            self.force_copies(now, Some(z.0), u64::MAX);
+        }
         if !self.plus.tl.is_empty()
             && let Err(s) = self.tl_before_write(now, at, slba, nlb, append)
         {
@@ -814,9 +820,13 @@ impl ZonedDevice {
             if let Some(o) = out.as_deref_mut() {
                 self.data.read(zone.0, off, n, o);
             }
+            if !self.plus.copy_queue.is_empty() {
+                // Blocks a queued copy puts in place are read once it has (§3.2.1).
+                self.force_copies(now, Some(zone.0), off + n);
+            }
             data_ready = data_ready.max(self.read_timing(now, t, zone, zstart, off, n, wp, ztype));
             if !self.plus.wp_progress.is_empty() {
-                data_ready = data_ready.max(self.copy_wait(zone.0, off, off + n));
+                data_ready = data_ready.max(self.copy_wait(zone.0, off + n));
             }
             lba = seg_end;
         }
@@ -900,6 +910,13 @@ impl ZonedDevice {
         let c = self.profile.controller;
         let at = self.arrive(at);
         self.background_plugging(now);
+        if !self.plus.copy_queue.is_empty() {
+            // Queued copies into the zone complete before it is finished or reset.
+            match self.zones.zone_of(zslba) {
+                Ok(z) if !select_all => self.force_copies(now, Some(z.0), u64::MAX),
+                _ => self.force_copies(now, None, u64::MAX),
+            }
+        }
         if !self.plus.tl.is_empty() && matches!(action, ZoneAction::Close | ZoneAction::Finish) {
             // ZNS+: closing a TL_opened zone completes it (seed 000 §3.2.2).
             let tl_zones: Vec<u32> = if select_all {
@@ -1210,6 +1227,9 @@ impl ZonedDevice {
     ///   it would exceed `max_active`), and the write buffer holds only the partial pages
     ///   that survived (reloaded from where the capacitors or a flush saved them).
     pub fn power_cut(&mut self, at: Nanos) -> PowerCutReport {
+        // Copies the device accepted count as done (see crate::znsplus): start the queued ones.
+        self.pump_copies(at, self.plus.last_pass.min(at));
+        self.force_copies(at, None, u64::MAX);
         self.firmware.cancel_after(at);
         self.pcie.cancel_after(at);
         self.flash.cancel_after(at);

@@ -7,9 +7,14 @@
 //!   consecutive copybacks (§2.1), a flash **read + program** through the controller otherwise.
 //!   Destinations may be non-contiguous: blocks the write pointer passes between them are
 //!   padded (or, in a TL_opened zone, plugged with the zone's own data). Nothing else waits for
-//!   the command: it holds only the dies and channels its copies use, and reads of its
+//!   the command: its chunk copies queue for their chips and start only when a chip is idle
+//!   (the controller "can reorder normal requests to avoid the convoy effect"), so a normal
+//!   request waits at most for the copy operation under way on its chip; reads of the
 //!   destination blocks wait only until the write pointer has passed them (the copy of those
-//!   blocks is in place), not for the whole command.
+//!   blocks is in place), and a write, zone management or TL_open of the destination zone
+//!   has its queued copies started first. The command completes when its last copy does,
+//!   known once all have started: the host asks again until then
+//!   ([`ZonedDevice::compaction_status`]). Copies into a TL_opened zone are placed at once.
 //! * `tl_open(zones, valid bitmaps)` (§3.2.2, Fig. 4): a Full zone is reopened for sparse
 //!   sequential overwrite (threaded logging). The device gives it a LogFBG; blocks below the
 //!   write pointer are read from the LogFBG, the others from the original FBG. The valid blocks
@@ -43,7 +48,7 @@ use crate::status::NvmeStatus;
 use crate::zns::{Completion, ZonedDevice};
 use crate::zone::{Lba, ZoneId, ZoneSet, ZoneState, ZoneType};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use zonelab_flash::PageAddr;
 use zonelab_sim::Nanos;
 
@@ -121,6 +126,64 @@ pub struct ZnsPlus {
     /// When background plugging last looked for idle chips.
     pub(crate) last_pass: Nanos,
     pub(crate) counters: ZnsPlusCounters,
+    /// Chunk copies of zone_compaction commands not yet started on the flash, in arrival
+    /// order (see [`ZonedDevice::pump_copies`]). This and the fields below are not kept in
+    /// device images: an image is written with every queued copy started
+    /// ([`ZonedDevice::start_queued_copies`]).
+    #[serde(skip)]
+    pub(crate) copy_queue: VecDeque<QueuedCopy>,
+    /// zone_compaction commands with copies still queued, by ticket.
+    #[serde(skip)]
+    pub(crate) compactions: BTreeMap<u64, PendingCompaction>,
+    #[serde(skip)]
+    pub(crate) next_ticket: u64,
+    /// The ticket of the last zone_compaction whose copies were queued, for its submitter.
+    #[serde(skip)]
+    pub(crate) last_ticket: Option<u64>,
+    /// No queued copy can start before then (the earliest start the last pass found; new
+    /// reservations only move starts later).
+    #[serde(skip)]
+    pub(crate) next_start: Nanos,
+}
+
+/// One destination chunk of a zone_compaction, waiting for its chips.
+#[derive(Clone, Debug)]
+pub(crate) struct QueuedCopy {
+    ticket: u64,
+    zone: u32,
+    chunk: u64,
+    /// The destination blocks `from..to` of the zone it puts in place.
+    from: u64,
+    to: u64,
+    /// Its first flash operation starts no earlier.
+    earliest: Nanos,
+    /// The die its destination page is on (copies to one block are programmed in order).
+    die: zonelab_flash::DieId,
+    op: CopyOp,
+}
+
+/// How one destination chunk is filled.
+#[derive(Clone, Debug)]
+pub(crate) enum CopyOp {
+    /// The whole chunk from one page on the same chip.
+    Copyback { src: PageAddr, dst: PageAddr },
+    /// Reads of the source pages (page, bytes) into the write buffer, `blocks` blocks in all;
+    /// then the program of `dst` when this completes the chunk (else the chunk waits in the
+    /// buffer for the rest of its data).
+    ReadProgram {
+        reads: Vec<(PageAddr, u64)>,
+        blocks: u64,
+        dst: Option<PageAddr>,
+    },
+}
+
+/// A zone_compaction whose copies are not all started.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct PendingCompaction {
+    /// Its chunk copies still queued.
+    left: u64,
+    /// When its last flash operation started so far completes.
+    done: Nanos,
 }
 
 /// Where the data of a block is when a copy needs it.
@@ -317,18 +380,29 @@ impl ZonedDevice {
     }
 
     /// Writes blocks `from..from + locs.len()` of sequential `zone` (its write pointer is at
-    /// `from`) with data found at `locs`, chunk by chunk on the flash timelines: copyback for a
-    /// whole chunk from one chunk on the same chip (within the consecutive-copyback limit),
-    /// read into the write buffer and program otherwise. Programs start no earlier than `at`.
-    /// Moves the zone's programming progress; the zone state and stored data are the caller's.
-    /// Returns when the last flash operation completes, and how many of the blocks were already
-    /// in place (plugged ahead).
-    fn fill(&mut self, now: Nanos, at: Nanos, zone: u32, from: u64, locs: &[Loc]) -> (Nanos, u64) {
+    /// `from`) with data found at `locs`, chunk by chunk: copyback for a whole chunk from one
+    /// chunk on the same chip (within the consecutive-copyback limit), read into the write
+    /// buffer and program otherwise. Moves the zone's programming progress at once (the zone
+    /// state and stored data are the caller's). With `ticket` (a zone_compaction) and a zone
+    /// not TL_opened, the chunk copies are queued for the chips ([`ZonedDevice::pump_copies`]);
+    /// otherwise (plugging) they are placed on the flash timelines now, programs no earlier
+    /// than `at`. Returns when the last flash operation placed completes, and how many of the
+    /// blocks were already in place (plugged ahead).
+    fn fill(
+        &mut self,
+        now: Nanos,
+        at: Nanos,
+        zone: u32,
+        from: u64,
+        locs: &[Loc],
+        ticket: Option<u64>,
+    ) -> (Nanos, u64) {
         let lpc = self.lbas_per_chunk.get();
         let limit = self.profile.znsplus.copyback_limit;
         let copyback = self.profile.znsplus.copyback;
         let lba_size = self.lba_size;
         let z = zone as usize;
+        let queued = ticket.filter(|_| !self.plus.tl.contains_key(&zone));
         let base = at.max(self.plus.tl.get(&zone).map_or(Nanos::ZERO, |t| t.ready));
         let mut off = from;
         let mut i = 0;
@@ -344,7 +418,7 @@ impl ZonedDevice {
                 .tl
                 .get(&zone)
                 .and_then(|t| t.done.get(&c).copied());
-            let ready = if let Some(done) = plugged {
+            let op = if plugged.is_some() {
                 // Plugged ahead of the write pointer (PPA-ordered): already in the LogFBG.
                 assert!(
                     k0 == 0 && n as u64 == lpc,
@@ -354,7 +428,7 @@ impl ZonedDevice {
                     self.progress[z].programmed_chunks = c + 1;
                 }
                 in_place += lpc;
-                done
+                None
             } else {
                 assert_eq!(
                     self.progress[z].programmed_chunks, c,
@@ -381,26 +455,21 @@ impl ZonedDevice {
                 let run = whole.map_or(0, |(sz, sc, _)| {
                     self.plus.copyback_runs.get(&(sz, sc)).copied().unwrap_or(0)
                 });
-                match whole {
+                let dst = self.map.page_of(zone, c);
+                Some(match whole {
                     Some((_, _, src)) if copyback && (limit == 0 || run < limit) => {
-                        let dst = self.map.page_of(zone, c);
-                        let done = self.flash.copyback(now, base, src, dst);
                         self.plus.copyback_runs.insert((zone, c), run + 1);
                         self.plus.counters.copybacks += 1;
                         self.plus.counters.copyback_blocks += lpc;
                         self.progress[z].programmed_chunks = c + 1;
-                        if let Some(t) = self.plus.tl.get_mut(&zone) {
-                            t.done.insert(c, done);
-                        }
-                        last = last.max(done);
-                        done
+                        CopyOp::Copyback { src, dst }
                     }
                     _ => {
                         if whole.is_some() && copyback {
                             self.plus.counters.copyback_limit_hits += 1;
                         }
                         // Read each source page once for the blocks it holds.
-                        let mut data_at = at;
+                        let mut reads = Vec::new();
                         let mut j = 0;
                         while j < n {
                             if let Loc::Flash { page, .. } = seg[j] {
@@ -410,49 +479,65 @@ impl ZonedDevice {
                                 {
                                     m += 1;
                                 }
-                                data_at = data_at.max(self.flash.read(
-                                    now,
-                                    at,
-                                    page,
-                                    m as u64 * lba_size,
-                                ));
+                                reads.push((page, m as u64 * lba_size));
                                 j += m;
                             } else {
                                 j += 1;
                             }
                         }
-                        let in_buffer = self.buffer.admit(data_at, n as u64);
                         let copied = seg.iter().filter(|l| !matches!(l, Loc::Zero)).count() as u64;
                         if copied > 0 {
                             self.plus.counters.readprogram_copies += 1;
                             self.plus.counters.readprogram_blocks += copied;
                         }
-                        if k0 + n as u64 == lpc {
-                            let tail = self.plus.tail_ready.remove(&zone).unwrap_or(Nanos::ZERO);
-                            let dst = self.map.page_of(zone, c);
-                            let done = self.flash.program(now, in_buffer.max(tail).max(base), dst);
-                            self.buffer.release_at(done, lpc);
+                        let completes = k0 + n as u64 == lpc;
+                        if completes {
                             self.progress[z].programmed_chunks = c + 1;
                             self.plus.copyback_runs.remove(&(zone, c));
-                            if let Some(t) = self.plus.tl.get_mut(&zone) {
-                                t.done.insert(c, done);
-                            }
-                            last = last.max(done);
-                        } else {
-                            let t = self.plus.tail_ready.entry(zone).or_insert(in_buffer);
-                            *t = (*t).max(in_buffer);
                         }
-                        in_buffer
+                        CopyOp::ReadProgram {
+                            reads,
+                            blocks: n as u64,
+                            dst: completes.then_some(dst),
+                        }
                     }
+                })
+            };
+            let ready = match (op, queued) {
+                (None, _) => plugged,
+                (Some(op), Some(ticket)) => {
+                    let die = self.map.page_of(zone, c).block.die;
+                    self.plus.copy_queue.push_back(QueuedCopy {
+                        ticket,
+                        zone,
+                        chunk: c,
+                        from: off,
+                        to: off + n as u64,
+                        earliest: at,
+                        die,
+                        op,
+                    });
+                    self.plus.compactions.entry(ticket).or_default().left += 1;
+                    self.plus.next_start = self.plus.next_start.min(at);
+                    None
+                }
+                (Some(op), None) => {
+                    let (ready, end) = self.run_copy(now, at, base, zone, c, &op);
+                    if let Some(end) = end {
+                        last = last.max(end);
+                    }
+                    Some(ready)
                 }
             };
-            passed = passed.max(ready);
-            if passed > now {
-                self.plus
-                    .wp_progress
-                    .entry(zone)
-                    .or_default()
-                    .push((off, off + n as u64, passed));
+            if let Some(ready) = ready {
+                passed = passed.max(ready);
+                if passed > now {
+                    self.plus.wp_progress.entry(zone).or_default().push((
+                        off,
+                        off + n as u64,
+                        passed,
+                    ));
+                }
             }
             self.progress[z].written += n as u64;
             off += n as u64;
@@ -461,11 +546,210 @@ impl ZonedDevice {
         (last, in_place)
     }
 
-    /// When blocks `lo..hi` of `zone` are in place for a read (their copy done).
-    pub(crate) fn copy_wait(&self, zone: u32, lo: u64, hi: u64) -> Nanos {
+    /// Places the flash operations of chunk copy `op` into chunk `chunk` of `zone`: reads
+    /// from `at`, the program or copyback from `base`. Returns when the chunk's data is in
+    /// place for reads (in the write buffer or programmed), and when its last flash operation
+    /// completes (none for a chunk left in the buffer).
+    fn run_copy(
+        &mut self,
+        now: Nanos,
+        at: Nanos,
+        base: Nanos,
+        zone: u32,
+        chunk: u64,
+        op: &CopyOp,
+    ) -> (Nanos, Option<Nanos>) {
+        match *op {
+            CopyOp::Copyback { src, dst } => {
+                let done = self.flash.copyback(now, base, src, dst);
+                if let Some(t) = self.plus.tl.get_mut(&zone) {
+                    t.done.insert(chunk, done);
+                }
+                (done, Some(done))
+            }
+            CopyOp::ReadProgram {
+                ref reads,
+                blocks,
+                dst,
+            } => {
+                let mut data_at = at;
+                for &(page, bytes) in reads {
+                    data_at = data_at.max(self.flash.read(now, at, page, bytes));
+                }
+                let in_buffer = self.buffer.admit(data_at, blocks);
+                match dst {
+                    Some(dst) => {
+                        let tail = self.plus.tail_ready.remove(&zone).unwrap_or(Nanos::ZERO);
+                        let done = self.flash.program(now, in_buffer.max(tail).max(base), dst);
+                        self.buffer.release_at(done, self.lbas_per_chunk.get());
+                        if let Some(t) = self.plus.tl.get_mut(&zone) {
+                            t.done.insert(chunk, done);
+                        }
+                        (in_buffer, Some(done))
+                    }
+                    None => {
+                        let t = self.plus.tail_ready.entry(zone).or_insert(in_buffer);
+                        *t = (*t).max(in_buffer);
+                        (in_buffer, None)
+                    }
+                }
+            }
+        }
+    }
+
+    /// When the first flash operation of queued copy `q` could start at or after `from`
+    /// without delaying anything placed.
+    fn copy_start(&self, q: &QueuedCopy, from: Nanos) -> Nanos {
+        let t = self.flash.timing();
+        match &q.op {
+            CopyOp::Copyback { dst, .. } => {
+                self.flash.die_free_span(dst.block.die, from, t.copyback)
+            }
+            CopyOp::ReadProgram { reads, .. } if !reads.is_empty() => reads
+                .iter()
+                .map(|(p, _)| self.flash.die_free_span(p.block.die, from, t.read))
+                .min()
+                .expect("not empty"),
+            CopyOp::ReadProgram { .. } => self.flash.die_free_span(q.die, from, t.program),
+        }
+    }
+
+    /// Starts queued copy `q` at `from` or later (placing its flash operations; `now` is the
+    /// time the timelines were last brought to, not after `from`).
+    fn start_copy(&mut self, now: Nanos, from: Nanos, q: QueuedCopy) {
+        let (ready, end) = self.run_copy(now, from, from, q.zone, q.chunk, &q.op);
+        self.plus
+            .wp_progress
+            .entry(q.zone)
+            .or_default()
+            .push((q.from, q.to, ready));
+        let p = self
+            .plus
+            .compactions
+            .get_mut(&q.ticket)
+            .expect("a queued copy belongs to a pending compaction");
+        p.left -= 1;
+        if let Some(end) = end {
+            p.done = p.done.max(end);
+        }
+    }
+
+    /// The chips take queued compaction copies when idle (seed 000 §3.2.1: the controller
+    /// schedules the copies and "can reorder normal requests to avoid the convoy effect"):
+    /// called whenever the device acts at `now`, it starts, in arrival order, every queued
+    /// chunk copy whose first flash operation could have started since the last call
+    /// (`since`) and by `now`, so a host request arriving at `now` waits at most for the copy
+    /// operations already under way on its chip, not for the whole command. Copies into one
+    /// block keep their order (a copy waits behind an earlier one to the same zone and die).
+    /// Like background plugging this is found lazily: calling it more often places the same
+    /// copies at the same times.
+    pub(crate) fn pump_copies(&mut self, now: Nanos, since: Nanos) {
+        if self.plus.copy_queue.is_empty() || now < self.plus.next_start {
+            return;
+        }
+        let mut blocked: Vec<(u32, zonelab_flash::DieId)> = Vec::new();
+        let mut next = Nanos::MAX;
+        let mut kept = VecDeque::with_capacity(self.plus.copy_queue.len());
+        while let Some(q) = self.plus.copy_queue.pop_front() {
+            let key = (q.zone, q.die);
+            if blocked.contains(&key) {
+                kept.push_back(q);
+                continue;
+            }
+            let from = q.earliest.max(since);
+            let s = self.copy_start(&q, from);
+            if s <= now {
+                self.start_copy(since, from, q);
+            } else {
+                blocked.push(key);
+                next = next.min(s);
+                kept.push_back(q);
+            }
+        }
+        self.plus.copy_queue = kept;
+        self.plus.next_start = next;
+    }
+
+    /// Starts at once (from `now`, ahead of the chips' turn) the queued copies into `zone`
+    /// (every zone with `None`) at blocks below `below`: a command needs them in place (a
+    /// read of those blocks, a write, zone management, a power loss).
+    pub(crate) fn force_copies(&mut self, now: Nanos, zone: Option<u32>, below: u64) {
+        if self.plus.copy_queue.is_empty() {
+            return;
+        }
+        let mut kept = VecDeque::with_capacity(self.plus.copy_queue.len());
+        while let Some(q) = self.plus.copy_queue.pop_front() {
+            if zone.is_none_or(|z| z == q.zone) && q.from < below {
+                let from = q.earliest.max(now);
+                self.start_copy(now, from, q);
+            } else {
+                kept.push_back(q);
+            }
+        }
+        self.plus.copy_queue = kept;
+        self.plus.next_start = Nanos::ZERO;
+    }
+
+    /// The device acts at `now` with no command: the chips take the queued copies they could
+    /// have started by then ([`ZonedDevice::pump_copies`]) and plug in the background.
+    pub fn settle(&mut self, now: Nanos) {
+        self.background_plugging(now);
+    }
+
+    /// The completion of queued zone_compaction `ticket` when no other command reaches the
+    /// device meanwhile: it settles at each time a copy can start until all have.
+    pub fn compaction_completion(&mut self, ticket: u64) -> Nanos {
+        loop {
+            match self.compaction_status(ticket) {
+                Ok(done) => return done,
+                Err(t) => {
+                    let t = t.max(self.plus.last_pass);
+                    self.settle(t);
+                }
+            }
+        }
+    }
+
+    /// Whether zone_compaction copies wait for their chips.
+    pub fn has_queued_copies(&self) -> bool {
+        !self.plus.copy_queue.is_empty()
+    }
+
+    /// Starts every queued copy now (from when the device last acted), as before writing a
+    /// device image, which keeps no queue.
+    pub fn start_queued_copies(&mut self) {
+        let now = self.plus.last_pass;
+        self.force_copies(now, None, u64::MAX);
+    }
+
+    /// The ticket of the zone_compaction just submitted if its copies were queued (its
+    /// completion then comes from [`ZonedDevice::compaction_status`]).
+    pub fn take_compaction_ticket(&mut self) -> Option<u64> {
+        self.plus.last_ticket.take()
+    }
+
+    /// A queued zone_compaction's completion: `Ok(done)` once all its copies have started
+    /// (their completions known), else `Err(next)`, the earliest time one more could start:
+    /// act again then ([`ZonedDevice::settle`]).
+    pub fn compaction_status(&mut self, ticket: u64) -> Result<Nanos, Nanos> {
+        match self.plus.compactions.get(&ticket) {
+            // Not known (dropped by a power loss): nothing to wait for.
+            None => Ok(Nanos::ZERO),
+            Some(p) if p.left == 0 => {
+                let done = p.done + self.profile.controller.cq_post.0;
+                self.plus.compactions.remove(&ticket);
+                Ok(done)
+            }
+            Some(_) => Err(self.plus.next_start),
+        }
+    }
+
+    /// When the blocks of `zone` below `hi` are in place for a read: the write pointer has
+    /// passed them (every copy to the blocks before them is done).
+    pub(crate) fn copy_wait(&self, zone: u32, hi: u64) -> Nanos {
         self.plus.wp_progress.get(&zone).map_or(Nanos::ZERO, |v| {
             v.iter()
-                .filter(|&&(a, b, _)| a < hi && lo < b)
+                .filter(|&&(a, _, _)| a < hi)
                 .map(|&(_, _, t)| t)
                 .max()
                 .unwrap_or(Nanos::ZERO)
@@ -542,6 +826,8 @@ impl ZonedDevice {
             fills.push(locs);
         }
         self.zones = zs;
+        let ticket = self.plus.next_ticket;
+        self.plus.next_ticket += 1;
         let mut done = t;
         for (p, locs) in plans.iter().zip(fills) {
             let tl = self.plus.tl.contains_key(&p.zone);
@@ -555,7 +841,7 @@ impl ZonedDevice {
                 }
             }
             let ready = self.ensure_mapped(now, t, ZoneId(p.zone));
-            let (end, in_place) = self.fill(now, ready, p.zone, p.from, &locs);
+            let (end, in_place) = self.fill(now, ready, p.zone, p.from, &locs, Some(ticket));
             if tl {
                 self.plus.counters.plugged_blocks_on_demand +=
                     locs.len() as u64 - p.blocks.len() as u64 - in_place;
@@ -565,6 +851,17 @@ impl ZonedDevice {
         }
         self.plus.counters.compactions += 1;
         self.plus.counters.compacted_blocks += src.len() as u64;
+        if let Some(p) = self.plus.compactions.get_mut(&ticket) {
+            // Copies queued: the completion comes when the last has started; until then the
+            // submitter asks again from the earliest time one could start.
+            p.done = p.done.max(done);
+            self.plus.last_ticket = Some(ticket);
+            self.pump_copies(now, now);
+            return Completion {
+                done: self.plus.next_start.max(now),
+                status: Ok(None),
+            };
+        }
         Completion {
             done: done + c.cq_post.0,
             status: Ok(None),
@@ -647,6 +944,13 @@ impl ZonedDevice {
     /// Many Active Zones, also when a chip group has no free FBG left for a LogFBG.
     pub fn tl_open(&mut self, now: Nanos, at: Nanos, zones: &[TlOpenZone]) -> Completion {
         self.background_plugging(now);
+        for z in zones {
+            if !self.plus.copy_queue.is_empty()
+                && let Ok(id) = self.zones.zone_of(z.zslba)
+            {
+                self.force_copies(now, Some(id.0), u64::MAX);
+            }
+        }
         let c = self.profile.controller;
         let at = at + c.sq_fetch.0;
         let cost = c.open_cost.0.times(zones.len().max(1) as u64);
@@ -794,7 +1098,7 @@ impl ZonedDevice {
                 self.data.put(zone, off, &BlockCopy::Zero);
             }
         }
-        let (done, in_place) = self.fill(now, at, zone, from, &locs);
+        let (done, in_place) = self.fill(now, at, zone, from, &locs, None);
         self.plus.counters.plugged_blocks_on_demand += to - from - in_place;
         done
     }
@@ -932,6 +1236,8 @@ impl ZonedDevice {
     /// Power loss at `at`: copies in flight are aborted (the device is idle afterwards), and
     /// background plugging resumes from `at`.
     pub(crate) fn tl_power_cut(&mut self, at: Nanos) {
+        self.plus.compactions.clear();
+        self.plus.last_ticket = None;
         self.plus.wp_progress.clear();
         self.plus.tail_ready.clear();
         self.plus.last_pass = at;
@@ -973,6 +1279,7 @@ impl ZonedDevice {
                 !v.is_empty()
             });
         }
+        self.pump_copies(now, self.plus.last_pass.min(now));
         if self.plus.tl.is_empty()
             || self.profile.znsplus.plugging != Plugging::Ppa
             || !self.profile.znsplus.copyback
@@ -1118,25 +1425,34 @@ mod tests {
 
     const LATER: Nanos = Nanos(50_000_000);
 
+    /// zone_compaction at `t` with nothing else reaching the device until it completes.
+    fn compact(d: &mut ZonedDevice, t: Nanos, src: &[Lba], dst: &[Lba]) -> Completion {
+        let mut c = d.zone_compaction(t, t, src, dst);
+        if let Some(ticket) = d.take_compaction_ticket() {
+            c.done = d.compaction_completion(ticket);
+        }
+        c
+    }
+
     #[test]
     fn copyback_only_for_a_whole_chunk_on_the_same_chip() {
         let mut d = small(&[]);
         fill(&mut d, 0, 1000, Nanos(0));
         let t = LATER;
         // Chunk 0 -> chunk 0 of zone 1 and chunk 1 -> chunk 1: whole and same chip.
-        let c = d.zone_compaction(t, t, &lbas(0..8), &lbas(64..72));
+        let c = compact(&mut d, t, &lbas(0..8), &lbas(64..72));
         assert!(c.status.is_ok(), "{:?}", c.status);
         assert_eq!(d.znsplus_counters().copybacks, 2);
         assert_eq!(d.flash_counters().copybacks, 2);
         assert_eq!(d.znsplus_counters().readprogram_copies, 0);
         // Chunk 3 -> chunk 2: another chip, read + program.
-        let c = d.zone_compaction(t, t, &lbas(12..16), &lbas(72..76));
+        let c = compact(&mut d, t, &lbas(12..16), &lbas(72..76));
         assert!(c.status.is_ok());
         assert_eq!(d.znsplus_counters().copybacks, 2);
         assert_eq!(d.znsplus_counters().readprogram_copies, 1);
         // Half of chunk 4 and half of chunk 6 -> chunk 3 (same chip as chunk 3? no whole chunk).
         let src = [lbas(16..18), lbas(24..26)].concat();
-        let c = d.zone_compaction(t, t, &src, &lbas(76..80));
+        let c = compact(&mut d, t, &src, &lbas(76..80));
         assert!(c.status.is_ok());
         assert_eq!(d.znsplus_counters().copybacks, 2);
         assert_eq!(d.znsplus_counters().readprogram_copies, 2);
@@ -1162,7 +1478,7 @@ mod tests {
         fill(&mut d, 0, 1000, Nanos(0));
         let t = LATER;
         // Whole chunks on the same chip, which would be copybacks.
-        let c = d.zone_compaction(t, t, &lbas(0..8), &lbas(64..72));
+        let c = compact(&mut d, t, &lbas(0..8), &lbas(64..72));
         assert!(c.status.is_ok(), "{:?}", c.status);
         assert_eq!(d.znsplus_counters().copybacks, 0);
         assert_eq!(d.flash_counters().copybacks, 0);
@@ -1178,18 +1494,18 @@ mod tests {
         let mut d = small(&["copyback_limit=1"]);
         fill(&mut d, 0, 0, Nanos(0));
         let t = LATER;
-        let c1 = d.zone_compaction(t, t, &lbas(0..4), &lbas(64..68));
+        let c1 = compact(&mut d, t, &lbas(0..4), &lbas(64..68));
         assert_eq!(d.znsplus_counters().copybacks, 1);
         // Copied once by copyback: the next copy of the same data goes through the controller.
         let t = c1.done;
-        let c2 = d.zone_compaction(t, t, &lbas(64..68), &lbas(128..132));
+        let c2 = compact(&mut d, t, &lbas(64..68), &lbas(128..132));
         assert!(c2.status.is_ok());
         assert_eq!(d.znsplus_counters().copybacks, 1);
         assert_eq!(d.znsplus_counters().copyback_limit_hits, 1);
         assert_eq!(d.znsplus_counters().readprogram_copies, 1);
         // ECC-checked and programmed afresh: copyback is allowed again.
         let t = c2.done;
-        let c3 = d.zone_compaction(t, t, &lbas(128..132), &lbas(192..196));
+        let c3 = compact(&mut d, t, &lbas(128..132), &lbas(192..196));
         assert!(c3.status.is_ok());
         assert_eq!(d.znsplus_counters().copybacks, 2);
         assert_eq!(fp_of(&mut d, c3.done, 194), fp(2));
@@ -1203,18 +1519,19 @@ mod tests {
             let t = fill(&mut d, 0, 0, Nanos(0));
             let t = fill(&mut d, 1, 500, t);
             let t = t + LATER;
-            let cc = if compact {
+            let ticket = if compact {
                 let c = d.zone_compaction(t, t, &lbas(0..30), &lbas(128..158));
                 assert!(c.status.is_ok());
-                c.done
+                d.take_compaction_ticket()
             } else {
-                t
+                None
             };
             // Once the command is handed to the flash (its firmware and transfer done), I/O to
             // other chips proceeds as if it were not there.
             let t2 = t + Nanos::from_us(20);
             let r = d.read(t2, t2, Lba(64 + 9), 1, None);
             let w = d.write(t2, t2, Lba(192 + 64), WriteData::Fingerprints(&[1]), false);
+            let cc = ticket.map_or(t, |k| d.compaction_completion(k));
             (r.done - t2, w.done - t2, cc - t)
         };
         let (r0, w0, _) = run(false);
@@ -1225,16 +1542,52 @@ mod tests {
     }
 
     #[test]
+    fn a_read_on_a_chip_the_copies_use_waits_only_for_the_copy_under_way() {
+        // Read + program copies (chunk k -> chunk k + 1) keep every chip busy for a while.
+        let run = |compact: bool| -> (Nanos, Nanos) {
+            let mut d = small(&[]);
+            let t = fill(&mut d, 0, 0, Nanos(0));
+            let t = fill(&mut d, 2, 0, t) + LATER;
+            let ticket = if compact {
+                let c = d.zone_compaction(t, t, &lbas(0..56), &lbas(68..124));
+                assert!(c.status.is_ok());
+                d.take_compaction_ticket()
+            } else {
+                None
+            };
+            // A read of another zone on the same chips, while the copies run.
+            let t2 = t + Nanos::from_us(300);
+            let r = d.read(t2, t2, Lba(128 + 5), 1, None);
+            let cc = ticket.map_or(t, |k| d.compaction_completion(k));
+            (r.done - t2, cc - t)
+        };
+        let (alone, _) = run(false);
+        let (beside, copies) = run(true);
+        let f = &small(&[]).profile.flash;
+        let longest_op = f.read.0 + f.program.0 + f.copyback.0;
+        assert!(
+            copies > longest_op.times(3),
+            "the copies are long: {copies}"
+        );
+        assert!(
+            beside <= alone + longest_op,
+            "the read waits for the operations under way only: {beside} vs {alone} alone"
+        );
+    }
+
+    #[test]
     fn destination_reads_wait_only_until_the_write_pointer_passes() {
         let mut d = small(&[]);
         let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
         // Read + program copies (chunk k -> chunk k + 1: another chip).
         let c = d.zone_compaction(t, t, &lbas(0..56), &lbas(68..124));
         assert!(c.status.is_ok());
+        let ticket = d.take_compaction_ticket().expect("copies queued");
         let first = d.read(t, t, Lba(68), 1, None).done;
         let last = d.read(t, t, Lba(123), 1, None).done;
+        let done = d.compaction_completion(ticket);
         assert!(first < last, "{first} {last}");
-        assert!(first < c.done && last <= c.done + Nanos::from_us(100));
+        assert!(first < done && last <= done + Nanos::from_us(100));
     }
 
     fn bitmap(cap: u64, valid: &[std::ops::Range<u64>]) -> Vec<bool> {
