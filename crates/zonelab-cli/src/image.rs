@@ -568,6 +568,45 @@ mod tests {
     }
 
     #[test]
+    fn an_image_starts_the_queued_copies_it_does_not_keep() {
+        let mut d = device();
+        let zs = d.zones().geometry().zone_size;
+        let t = Nanos::ZERO;
+        let fps: Vec<u64> = (0..64).collect();
+        let w = d.write(t, t, Lba(3), WriteData::Fingerprints(&fps[3..]), false);
+        assert!(w.status.is_ok());
+        // Two whole chunks copied into zone 2: queued for their chips.
+        let t = w.done;
+        let src: Vec<Lba> = (0..8).map(Lba).collect();
+        let dst: Vec<Lba> = (0..8).map(|k| Lba(2 * zs + k)).collect();
+        assert!(d.zone_compaction(t, t, &src, &dst).status.is_ok());
+        assert!(d.has_queued_copies());
+        let img = decode(&encode(t, &d).unwrap()).unwrap();
+        let mut d = img.device;
+        assert!(!d.has_queued_copies());
+        // The copied pages are programmed: the zone's next pages on the same chips follow.
+        let more: Vec<u64> = (0..64).collect();
+        let t = Nanos(1_000_000_000);
+        let w = d.write(t, t, Lba(2 * zs + 8), WriteData::Fingerprints(&more), false);
+        assert!(w.status.is_ok(), "{:?}", w.status);
+        let (mut a, mut b) = (
+            zonelab_device::ReadData::default(),
+            zonelab_device::ReadData::default(),
+        );
+        assert!(
+            d.read(w.done, w.done, Lba(0), 8, Some(&mut a))
+                .status
+                .is_ok()
+        );
+        assert!(
+            d.read(w.done, w.done, Lba(2 * zs), 8, Some(&mut b))
+                .status
+                .is_ok()
+        );
+        assert_eq!(a.bytes, b.bytes);
+    }
+
+    #[test]
     fn each_layer_has_its_error() {
         let good = image_bytes();
         assert_eq!(decode(b"hello, world").unwrap_err(), ImageError::NotAnImage);
