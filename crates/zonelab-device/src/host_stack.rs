@@ -613,11 +613,7 @@ impl<D: StackDevice + 'static> HostStack<D> {
             }
             IoCmd::ZoneCompaction { src, dst } => {
                 let at = issued + self.submit_cost + self.dispatch_cost;
-                let (completion, ticket) = {
-                    let mut dev = self.device.borrow_mut();
-                    let c = dev.zone_compaction(issued, at, &src, &dst);
-                    (c, dev.take_compaction_ticket())
-                };
+                let (completion, ticket) = self.compaction_to_device(issued, at, &src, &dst);
                 self.recorded(issued, at, &completion, || DeviceCmd::ZoneCompaction {
                     src,
                     dst,
@@ -674,6 +670,21 @@ impl<D: StackDevice + 'static> HostStack<D> {
             completed: device_done + self.complete_cost,
             data: None,
         }
+    }
+
+    /// Hands a zone_compaction to the device: its completion, and its ticket if the copies
+    /// were queued (then the completion is only when to ask first, see
+    /// [`HostStack::compaction_done`]).
+    fn compaction_to_device(
+        &self,
+        now: Nanos,
+        at: Nanos,
+        src: &[Lba],
+        dst: &[Lba],
+    ) -> (Completion, Option<u64>) {
+        let mut dev = self.device.borrow_mut();
+        let c = dev.zone_compaction(now, at, src, dst);
+        (c, dev.take_compaction_ticket())
     }
 
     /// The device's completion of a zone_compaction that gave `first`: that, unless its
@@ -873,18 +884,13 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 .max()
                 .expect("batch not empty");
             let at = earliest.max(now) + self.dispatch_cost;
-            let (completion, ticket) = {
-                let mut dev = self.device.borrow_mut();
-                match &op {
-                    QueuedOp::Write(data) => (
-                        dev.write(now, at, requests[0].slba, data.as_ref(), false),
-                        None,
-                    ),
-                    QueuedOp::Compaction { src, dst } => {
-                        let c = dev.zone_compaction(now, at, src, dst);
-                        (c, dev.take_compaction_ticket())
-                    }
+            let (completion, ticket) = match &op {
+                QueuedOp::Write(data) => {
+                    let mut dev = self.device.borrow_mut();
+                    let c = dev.write(now, at, requests[0].slba, data.as_ref(), false);
+                    (c, None)
                 }
+                QueuedOp::Compaction { src, dst } => self.compaction_to_device(now, at, src, dst),
             };
             self.recorded(now, at, &completion, || match op {
                 QueuedOp::Write(data) => DeviceCmd::Write {

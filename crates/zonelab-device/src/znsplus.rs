@@ -418,6 +418,7 @@ impl ZonedDevice {
                 .tl
                 .get(&zone)
                 .and_then(|t| t.done.get(&c).copied());
+            let dst = self.map.page_of(zone, c);
             let op = if plugged.is_some() {
                 // Plugged ahead of the write pointer (PPA-ordered): already in the LogFBG.
                 assert!(
@@ -455,7 +456,6 @@ impl ZonedDevice {
                 let run = whole.map_or(0, |(sz, sc, _)| {
                     self.plus.copyback_runs.get(&(sz, sc)).copied().unwrap_or(0)
                 });
-                let dst = self.map.page_of(zone, c);
                 Some(match whole {
                     Some((_, _, src)) if copyback && (limit == 0 || run < limit) => {
                         self.plus.copyback_runs.insert((zone, c), run + 1);
@@ -506,7 +506,7 @@ impl ZonedDevice {
             let ready = match (op, queued) {
                 (None, _) => plugged,
                 (Some(op), Some(ticket)) => {
-                    let die = self.map.page_of(zone, c).block.die;
+                    let die = dst.block.die;
                     self.plus.copy_queue.push_back(QueuedCopy {
                         ticket,
                         zone,
@@ -1425,6 +1425,13 @@ mod tests {
 
     const LATER: Nanos = Nanos(50_000_000);
 
+    /// zone_compaction at `t` whose copies are queued: its ticket.
+    fn queue_compaction(d: &mut ZonedDevice, t: Nanos, src: &[Lba], dst: &[Lba]) -> u64 {
+        let c = d.zone_compaction(t, t, src, dst);
+        assert!(c.status.is_ok(), "{:?}", c.status);
+        d.take_compaction_ticket().expect("copies queued")
+    }
+
     /// zone_compaction at `t` with nothing else reaching the device until it completes.
     fn compact(d: &mut ZonedDevice, t: Nanos, src: &[Lba], dst: &[Lba]) -> Completion {
         let mut c = d.zone_compaction(t, t, src, dst);
@@ -1519,13 +1526,8 @@ mod tests {
             let t = fill(&mut d, 0, 0, Nanos(0));
             let t = fill(&mut d, 1, 500, t);
             let t = t + LATER;
-            let ticket = if compact {
-                let c = d.zone_compaction(t, t, &lbas(0..30), &lbas(128..158));
-                assert!(c.status.is_ok());
-                d.take_compaction_ticket()
-            } else {
-                None
-            };
+            let ticket =
+                compact.then(|| queue_compaction(&mut d, t, &lbas(0..30), &lbas(128..158)));
             // Once the command is handed to the flash (its firmware and transfer done), I/O to
             // other chips proceeds as if it were not there.
             let t2 = t + Nanos::from_us(20);
@@ -1548,13 +1550,7 @@ mod tests {
             let mut d = small(&[]);
             let t = fill(&mut d, 0, 0, Nanos(0));
             let t = fill(&mut d, 2, 0, t) + LATER;
-            let ticket = if compact {
-                let c = d.zone_compaction(t, t, &lbas(0..56), &lbas(68..124));
-                assert!(c.status.is_ok());
-                d.take_compaction_ticket()
-            } else {
-                None
-            };
+            let ticket = compact.then(|| queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124)));
             // A read of another zone on the same chips, while the copies run.
             let t2 = t + Nanos::from_us(300);
             let r = d.read(t2, t2, Lba(128 + 5), 1, None);
@@ -1580,9 +1576,7 @@ mod tests {
         let mut d = small(&[]);
         let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
         // Read + program copies (chunk k -> chunk k + 1: another chip).
-        let c = d.zone_compaction(t, t, &lbas(0..56), &lbas(68..124));
-        assert!(c.status.is_ok());
-        let ticket = d.take_compaction_ticket().expect("copies queued");
+        let ticket = queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124));
         let first = d.read(t, t, Lba(68), 1, None).done;
         let last = d.read(t, t, Lba(123), 1, None).done;
         let done = d.compaction_completion(ticket);
