@@ -27,13 +27,14 @@
 //! * `identify_mapping` (§3.3.1): the FCG-ID and chip-ID bit fields of a logical chunk address.
 //!
 //! `znsplus.copyback = false` (§4 Fig. 7, "w/o cpbk") turns copyback off: every chunk of a
-//! compaction or a plug is copied by read + program, and nothing is plugged in the background.
+//! compaction or a plug is copied by read + program.
 //!
 //! Background plugging is found lazily: whenever the device acts at time `now` it first looks
-//! at the time since it last looked and places the plugs a chip could have started while idle
-//! (before `now`), so a plug never delays an operation planned before it. Only fully valid
-//! chunks are plugged ahead, by copyback (the chip needs no channel); the rest waits for the
-//! write pointer.
+//! at the time since it last looked and places the plugging a chip could have started while
+//! idle (before `now`), so a plug never delays an operation planned before it. Fully valid
+//! chunks are plugged ahead whole (by copyback, or read + program); of the first page of a
+//! block that needs the host's data too, the valid blocks are read ahead into the controller,
+//! and the write that completes the page merges them without a read.
 //!
 //! Power loss (without power-loss protection): a TL_opened zone falls back to its durable
 //! prefix like any sequential zone, stays TL_opened (Closed, active) and keeps the valid blocks
@@ -76,7 +77,9 @@ pub struct ZnsPlusCounters {
     pub copyback_limit_hits: u64,
     /// Zones opened by TL_open.
     pub tl_opens: u64,
-    /// Blocks plugged ahead of the write pointer while their chip was idle (PPA-ordered).
+    /// Blocks plugged ahead of the write pointer while their chip was idle (PPA-ordered),
+    /// and blocks of partly valid pages read ahead then (counted when the write pointer passes
+    /// them: only the page's program was left for the write).
     pub plugged_blocks_background: u64,
     /// Blocks plugged at the write pointer (LBA-ordered: when the write pointer had to pass
     /// them, or right after a write).
@@ -99,6 +102,12 @@ pub(crate) struct TlZone {
     ready: Nanos,
     /// Per parallel unit: the lowest chunk PPA-ordered plugging has not passed yet.
     next: Vec<u64>,
+    /// Chunks whose valid blocks ahead of the write pointer PPA-ordered plugging has read into
+    /// the controller (the next page of a LogFBG block, which waits for the host's data too),
+    /// and when each read completes. Not kept in device images (nor across a power loss): a
+    /// restored device reads them again when the write pointer passes.
+    #[serde(skip)]
+    read_ahead: BTreeMap<u64, Nanos>,
 }
 
 impl TlZone {
@@ -167,11 +176,13 @@ pub(crate) struct QueuedCopy {
 pub(crate) enum CopyOp {
     /// The whole chunk from one page on the same chip.
     Copyback { src: PageAddr, dst: PageAddr },
-    /// Reads of the source pages (page, bytes) into the write buffer, `blocks` blocks in all;
-    /// then the program of `dst` when this completes the chunk (else the chunk waits in the
-    /// buffer for the rest of its data).
+    /// Reads of the source pages (page, bytes) into the write buffer, `blocks` blocks in all
+    /// (of which data read ahead is in the controller from `read_ahead` on); then the program
+    /// of `dst` when this completes the chunk (else the chunk waits in the buffer for the rest
+    /// of its data).
     ReadProgram {
         reads: Vec<(PageAddr, u64)>,
+        read_ahead: Nanos,
         blocks: u64,
         dst: Option<PageAddr>,
     },
@@ -184,6 +195,16 @@ pub(crate) struct PendingCompaction {
     left: u64,
     /// When its last flash operation started so far completes.
     done: Nanos,
+}
+
+/// What [`ZonedDevice::fill`] did.
+struct Filled {
+    /// When the last flash operation it placed completes.
+    last: Nanos,
+    /// Blocks already in place (plugged ahead into a LogFBG).
+    in_place: u64,
+    /// Blocks whose data PPA-ordered plugging had read ahead.
+    read_ahead: u64,
 }
 
 /// Where the data of a block is when a copy needs it.
@@ -386,8 +407,8 @@ impl ZonedDevice {
     /// state and stored data are the caller's). With `ticket` (a zone_compaction) and a zone
     /// not TL_opened, the chunk copies are queued for the chips ([`ZonedDevice::pump_copies`]);
     /// otherwise (plugging) they are placed on the flash timelines now, programs no earlier
-    /// than `at`. Returns when the last flash operation placed completes, and how many of the
-    /// blocks were already in place (plugged ahead).
+    /// than `at`. Blocks of a TL_opened zone's own chunk that PPA-ordered plugging read ahead
+    /// are not read again.
     fn fill(
         &mut self,
         now: Nanos,
@@ -396,7 +417,7 @@ impl ZonedDevice {
         from: u64,
         locs: &[Loc],
         ticket: Option<u64>,
-    ) -> (Nanos, u64) {
+    ) -> Filled {
         let lpc = self.lbas_per_chunk.get();
         let limit = self.profile.znsplus.copyback_limit;
         let copyback = self.profile.znsplus.copyback;
@@ -409,6 +430,7 @@ impl ZonedDevice {
         let mut last = at;
         let mut passed = now;
         let mut in_place = 0;
+        let mut read_ahead = 0;
         while i < locs.len() {
             let (c, k0) = self.lbas_per_chunk.div_rem(off);
             let n = ((lpc - k0) as usize).min(locs.len() - i);
@@ -468,18 +490,34 @@ impl ZonedDevice {
                         if whole.is_some() && copyback {
                             self.plus.counters.copyback_limit_hits += 1;
                         }
-                        // Read each source page once for the blocks it holds.
+                        // Read each source page once for the blocks it holds, but for the
+                        // zone's own blocks of this chunk read ahead (still in the controller).
+                        let ahead = self
+                            .plus
+                            .tl
+                            .get(&zone)
+                            .and_then(|t| t.read_ahead.get(&c).copied());
                         let mut reads = Vec::new();
                         let mut j = 0;
                         while j < n {
-                            if let Loc::Flash { page, .. } = seg[j] {
+                            if let Loc::Flash {
+                                page,
+                                zone: lz,
+                                chunk: lc,
+                                ..
+                            } = seg[j]
+                            {
                                 let mut m = 1;
                                 while j + m < n
                                     && matches!(seg[j + m], Loc::Flash { page: p, .. } if p == page)
                                 {
                                     m += 1;
                                 }
-                                reads.push((page, m as u64 * lba_size));
+                                if ahead.is_some() && lz == zone && lc == c {
+                                    read_ahead += m as u64;
+                                } else {
+                                    reads.push((page, m as u64 * lba_size));
+                                }
                                 j += m;
                             } else {
                                 j += 1;
@@ -494,9 +532,13 @@ impl ZonedDevice {
                         if completes {
                             self.progress[z].programmed_chunks = c + 1;
                             self.plus.copyback_runs.remove(&(zone, c));
+                            if let Some(t) = self.plus.tl.get_mut(&zone) {
+                                t.read_ahead.remove(&c);
+                            }
                         }
                         CopyOp::ReadProgram {
                             reads,
+                            read_ahead: ahead.unwrap_or(Nanos::ZERO),
                             blocks: n as u64,
                             dst: completes.then_some(dst),
                         }
@@ -543,7 +585,11 @@ impl ZonedDevice {
             off += n as u64;
             i += n;
         }
-        (last, in_place)
+        Filled {
+            last,
+            in_place,
+            read_ahead,
+        }
     }
 
     /// Places the flash operations of chunk copy `op` into chunk `chunk` of `zone`: reads
@@ -569,10 +615,11 @@ impl ZonedDevice {
             }
             CopyOp::ReadProgram {
                 ref reads,
+                read_ahead,
                 blocks,
                 dst,
             } => {
-                let mut data_at = at;
+                let mut data_at = at.max(read_ahead);
                 for &(page, bytes) in reads {
                     data_at = data_at.max(self.flash.read(now, at, page, bytes));
                 }
@@ -841,13 +888,12 @@ impl ZonedDevice {
                 }
             }
             let ready = self.ensure_mapped(now, t, ZoneId(p.zone));
-            let (end, in_place) = self.fill(now, ready, p.zone, p.from, &locs, Some(ticket));
+            let f = self.fill(now, ready, p.zone, p.from, &locs, Some(ticket));
             if tl {
-                self.plus.counters.plugged_blocks_on_demand +=
-                    locs.len() as u64 - p.blocks.len() as u64 - in_place;
+                self.count_plugged(locs.len() as u64 - p.blocks.len() as u64, &f);
                 self.tl_complete_if_full(p.zone);
             }
-            done = done.max(end);
+            done = done.max(f.last);
         }
         self.plus.counters.compactions += 1;
         self.plus.counters.compacted_blocks += src.len() as u64;
@@ -1002,6 +1048,7 @@ impl ZonedDevice {
                     done: BTreeMap::new(),
                     ready,
                     next: (0..width).collect(),
+                    read_ahead: BTreeMap::new(),
                 },
             );
             self.counters.zone_opens += 1;
@@ -1098,9 +1145,18 @@ impl ZonedDevice {
                 self.data.put(zone, off, &BlockCopy::Zero);
             }
         }
-        let (done, in_place) = self.fill(now, at, zone, from, &locs, None);
-        self.plus.counters.plugged_blocks_on_demand += to - from - in_place;
-        done
+        let f = self.fill(now, at, zone, from, &locs, None);
+        self.count_plugged(to - from, &f);
+        f.last
+    }
+
+    /// Counts `blocks` plugged at the write pointer by `f`: on demand, but for those plugged
+    /// ahead (counted when plugged) and those read ahead, whose copy was started in the
+    /// background.
+    fn count_plugged(&mut self, blocks: u64, f: &Filled) {
+        let c = &mut self.plus.counters;
+        c.plugged_blocks_on_demand += blocks - f.in_place - f.read_ahead;
+        c.plugged_blocks_background += f.read_ahead;
     }
 
     /// After a write to TL_opened `zone` (and at TL_open) with `plugging = "lba"`: plugs the
@@ -1243,6 +1299,7 @@ impl ZonedDevice {
         self.plus.last_pass = at;
         for tl in self.plus.tl.values_mut() {
             tl.ready = tl.ready.min(at);
+            tl.read_ahead.clear();
         }
     }
 
@@ -1269,9 +1326,10 @@ impl ZonedDevice {
     }
 
     /// PPA-ordered plugging in the background (seed 000 §3.2.2): called whenever the device
-    /// acts at `now`, it places the plugs that chips idle since the last call could have
-    /// started before `now`: per LogFBG block, the next page in order whose chunk is fully
-    /// valid, by copyback.
+    /// acts at `now`, it places the plugging work that chips idle since the last call could
+    /// have started before `now` ([`ZonedDevice::plug_ahead`]). The work is reserved from the
+    /// time it starts (the timelines were last brought to the previous call), so two zones
+    /// plugging on one chip never overlap.
     pub(crate) fn background_plugging(&mut self, now: Nanos) {
         if !self.plus.wp_progress.is_empty() {
             self.plus.wp_progress.retain(|_, v| {
@@ -1279,31 +1337,37 @@ impl ZonedDevice {
                 !v.is_empty()
             });
         }
-        self.pump_copies(now, self.plus.last_pass.min(now));
-        if self.plus.tl.is_empty()
-            || self.profile.znsplus.plugging != Plugging::Ppa
-            || !self.profile.znsplus.copyback
-        {
-            self.plus.last_pass = now;
-            return;
-        }
         let since = self.plus.last_pass.min(now);
-        let zones: Vec<u32> = self.plus.tl.keys().copied().collect();
-        for zone in zones {
-            self.plug_ahead(now, since, zone);
+        self.pump_copies(now, since);
+        if !self.plus.tl.is_empty() && self.profile.znsplus.plugging == Plugging::Ppa {
+            let zones: Vec<u32> = self.plus.tl.keys().copied().collect();
+            for zone in zones {
+                self.plug_ahead(now, since, zone);
+            }
         }
         self.plus.last_pass = now;
     }
 
+    /// PPA-ordered plugging of TL_opened `zone` on chips idle between `since` and `now`: per
+    /// LogFBG block, the next pages in order whose chunk is fully valid are copied from the
+    /// original FBG (by copyback within the consecutive-copyback limit, by read + program
+    /// otherwise). At the first page that needs the host's data too (a partly valid chunk, or
+    /// the one the write pointer is in), its valid blocks ahead of the write pointer are read
+    /// into the controller, so the write that completes the page waits only for its program.
+    /// The authors' FEMU reads those blocks ahead as well and counts them with background
+    /// plugging (github.com/eslab-skku/ZNSplus, bast_util.c, `SSR_back_padding`).
     fn plug_ahead(&mut self, now: Nanos, since: Nanos, zone: u32) {
         let lpc = self.lbas_per_chunk.get();
         let width = self.map.width() as u64;
         let ppb = self.profile.geometry.pages_per_block as u64;
         let chunks = self.map.chunks_per_zone();
         let limit = self.profile.znsplus.copyback_limit;
-        let cb = self.flash.timing().copyback;
+        let copyback = self.profile.znsplus.copyback;
+        let timing = self.flash.timing().clone();
+        let page_bytes = lpc * self.lba_size;
         let z = self.zones.zone(ZoneId(zone));
-        let first = (z.wp.0 - z.start.0).div_ceil(lpc);
+        let wp = z.wp.0 - z.start.0;
+        let first = wp.div_ceil(lpc);
         let frontier = self.progress[zone as usize].programmed_chunks;
         for u in 0..width as usize {
             loop {
@@ -1316,7 +1380,10 @@ impl ZonedDevice {
                     self.plus.tl.get_mut(&zone).expect("listed").next[u] += width;
                     continue;
                 }
+                let Some(orig) = tl.orig_fbg else { break };
+                let src = self.map.page_in_fbg(zone, orig, c);
                 if c < first || !tl.chunk_fully_valid(c, lpc) {
+                    self.read_ahead(now, since, zone, c, wp, src);
                     break;
                 }
                 let run = self
@@ -1325,9 +1392,7 @@ impl ZonedDevice {
                     .get(&(zone, c))
                     .copied()
                     .unwrap_or(0);
-                if limit != 0 && run >= limit {
-                    break;
-                }
+                let by_copyback = copyback && (limit == 0 || run < limit);
                 // Pages of a block are programmed in order: the previous page first.
                 let prev = if (c / width).is_multiple_of(ppb) {
                     Nanos::ZERO
@@ -1336,26 +1401,76 @@ impl ZonedDevice {
                         .get(&(c - width))
                         .expect("the previous page of a plugged page is programmed")
                 };
-                let from = since.max(tl.ready).max(prev);
                 let dst = self.map.page_of(zone, c);
-                let s = self.flash.die_free_span(dst.block.die, from, cb);
-                if s > now {
-                    break;
-                }
-                let orig = tl
-                    .orig_fbg
-                    .expect("a TL zone with data has its original FBG");
-                let src = self.map.page_in_fbg(zone, orig, c);
-                let end = self.flash.copyback_started(now, s, src, dst);
+                let end = if by_copyback {
+                    let from = since.max(tl.ready).max(prev);
+                    let s = self
+                        .flash
+                        .die_free_span(dst.block.die, from, timing.copyback);
+                    if s > now {
+                        break;
+                    }
+                    self.plus.copyback_runs.insert((zone, c), run + 1);
+                    self.plus.counters.copybacks += 1;
+                    self.plus.counters.copyback_blocks += lpc;
+                    self.flash.copyback(since, s, src, dst)
+                } else {
+                    let (ready, busy) = (tl.ready, timing.read + timing.page_transfer);
+                    let s = self.flash.die_free_span(src.block.die, since, busy);
+                    if s > now {
+                        break;
+                    }
+                    if copyback {
+                        self.plus.counters.copyback_limit_hits += 1;
+                    }
+                    self.plus.copyback_runs.remove(&(zone, c));
+                    self.plus.counters.readprogram_copies += 1;
+                    self.plus.counters.readprogram_blocks += lpc;
+                    let data = self.flash.read(since, s, src, page_bytes);
+                    let in_buffer = self.buffer.admit(data, lpc);
+                    let done = self
+                        .flash
+                        .program(since, in_buffer.max(ready).max(prev), dst);
+                    self.buffer.release_at(done, lpc);
+                    done
+                };
                 let tl = self.plus.tl.get_mut(&zone).expect("listed");
                 tl.done.insert(c, end);
                 tl.next[u] += width;
-                self.plus.copyback_runs.insert((zone, c), run + 1);
-                self.plus.counters.copybacks += 1;
-                self.plus.counters.copyback_blocks += lpc;
                 self.plus.counters.plugged_blocks_background += lpc;
             }
         }
+    }
+
+    /// Reads ahead into the controller the valid blocks of chunk `c` of TL_opened `zone` past
+    /// its write pointer `wp` (from page `src` of the original FBG), if not yet read and the
+    /// chip was idle between `since` and `now` (see [`ZonedDevice::plug_ahead`]).
+    fn read_ahead(&mut self, now: Nanos, since: Nanos, zone: u32, c: u64, wp: u64, src: PageAddr) {
+        let lpc = self.lbas_per_chunk.get();
+        let tl = &self.plus.tl[&zone];
+        if tl.read_ahead.contains_key(&c) {
+            return;
+        }
+        let blocks = ((c * lpc).max(wp)..(c + 1) * lpc)
+            .filter(|&o| tl.is_valid(o))
+            .count() as u64;
+        if blocks == 0 {
+            return;
+        }
+        let t = self.flash.timing();
+        let s = self
+            .flash
+            .die_free_span(src.block.die, since, t.read + t.page_transfer);
+        if s > now {
+            return;
+        }
+        let done = self.flash.read(since, s, src, blocks * self.lba_size);
+        self.plus
+            .tl
+            .get_mut(&zone)
+            .expect("listed")
+            .read_ahead
+            .insert(c, done);
     }
 }
 
@@ -1670,16 +1785,22 @@ mod tests {
         assert!(w.status.is_ok());
         assert_eq!(d.znsplus_counters().plugged_blocks_on_demand, 0);
         assert_eq!(d.flash_counters().programs, programs + 1, "chunk 3 only");
-        // Block 17 is in a partly valid chunk: plugged on demand when a write passes it.
-        let w = d.write(
-            w.done,
-            w.done,
-            Lba(18),
-            WriteData::Fingerprints(&[6, 7]),
-            false,
-        );
+        // Block 17 is in a partly valid chunk, the next page of its block: while the chip is
+        // idle it is read ahead, and the write that passes it reads nothing.
+        let t = w.done + LATER;
+        d.settle(t);
+        let reads = d.flash_counters().reads;
+        let w = d.write(t, t, Lba(18), WriteData::Fingerprints(&[6, 7]), false);
         assert!(w.status.is_ok());
-        assert_eq!(d.znsplus_counters().plugged_blocks_on_demand, 1);
+        assert_eq!(d.flash_counters().reads, reads, "read ahead");
+        assert_eq!(d.znsplus_counters().plugged_blocks_on_demand, 0);
+        assert_eq!(d.znsplus_counters().plugged_blocks_background, 9);
+        let f = d.flash.timing();
+        assert!(
+            w.done - t < f.read + f.page_transfer + f.program,
+            "the write waits for its program, not for a read too: {:?}",
+            w.done - t
+        );
         assert_eq!(fp_of(&mut d, w.done, 17), fp(17));
         assert_eq!(fp_of(&mut d, w.done, 8), fp(8));
         assert_eq!(fp_of(&mut d, w.done, 16), fp(5));
@@ -1689,7 +1810,7 @@ mod tests {
     fn without_idle_time_plugging_happens_on_demand() {
         let mut d = small(&[]);
         let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
-        let valid = bitmap(64, &[4..8, 8..12]);
+        let valid = bitmap(64, &[4..8, 8..12, 17..18]);
         let c = d.tl_open(
             t,
             t,
@@ -1700,14 +1821,80 @@ mod tests {
         );
         // Writes follow at once, before the device had a moment with an idle chip.
         let w = d.write(t, c.done, Lba(0), WriteData::Fingerprints(&[1; 4]), false);
-        let w = d.write(t, w.done, Lba(12), WriteData::Fingerprints(&[2; 4]), false);
+        let w = d.write(t, w.done, Lba(12), WriteData::Fingerprints(&[2; 5]), false);
+        let reads = d.flash_counters().reads;
+        let w = d.write(t, w.done, Lba(18), WriteData::Fingerprints(&[3; 2]), false);
         assert!(w.status.is_ok());
+        assert_eq!(
+            d.flash_counters().reads,
+            reads + 1,
+            "block 17 read on demand"
+        );
         assert_eq!(d.znsplus_counters().plugged_blocks_background, 0);
-        assert_eq!(d.znsplus_counters().plugged_blocks_on_demand, 8);
+        assert_eq!(d.znsplus_counters().plugged_blocks_on_demand, 9);
         assert_eq!(
             d.znsplus_counters().copybacks,
             2,
             "whole valid chunks by copyback"
+        );
+    }
+
+    #[test]
+    fn without_copyback_whole_valid_chunks_are_plugged_ahead_by_read_and_program() {
+        let mut d = small(&["znsplus.copyback=false"]);
+        let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
+        let valid = bitmap(64, &[4..8, 8..12]);
+        let c = d.tl_open(
+            t,
+            t,
+            &[TlOpenZone {
+                zslba: Lba(0),
+                valid,
+            }],
+        );
+        assert!(c.status.is_ok());
+        let (reads, programs) = (d.flash_counters().reads, d.flash_counters().programs);
+        d.settle(c.done + LATER);
+        assert_eq!(d.znsplus_counters().plugged_blocks_background, 8);
+        assert_eq!(d.znsplus_counters().copybacks, 0);
+        assert_eq!(d.znsplus_counters().readprogram_blocks, 8);
+        assert_eq!(d.flash_counters().reads, reads + 2);
+        assert_eq!(d.flash_counters().programs, programs + 2);
+        let t = c.done + LATER + LATER;
+        let w = d.write(t, t, Lba(0), WriteData::Fingerprints(&[1; 4]), false);
+        let w = d.write(
+            w.done,
+            w.done,
+            Lba(12),
+            WriteData::Fingerprints(&[2; 4]),
+            false,
+        );
+        assert!(w.status.is_ok());
+        assert_eq!(d.znsplus_counters().plugged_blocks_on_demand, 0);
+        assert_eq!(fp_of(&mut d, w.done, 9), fp(9));
+    }
+
+    /// Plugs found in one pass over the idle time are reserved from their start: two zones
+    /// plugging into one chip take turns.
+    #[test]
+    fn two_zones_plugging_on_one_chip_take_turns() {
+        let mut d = small(&[]);
+        let t = fill(&mut d, 0, 0, Nanos(0));
+        let t = fill(&mut d, 1, 100, t) + LATER;
+        // Chunk 1 of each zone is fully valid: page 0 of a LogFBG block on the same die.
+        let zones = [0u64, 1].map(|z| TlOpenZone {
+            zslba: Lba(z * 64),
+            valid: bitmap(64, &[4..6, 6..8]),
+        });
+        let c = d.tl_open(t, t, &zones);
+        assert!(c.status.is_ok());
+        d.settle(c.done + LATER);
+        assert_eq!(d.znsplus_counters().plugged_blocks_background, 8);
+        let (a, b) = (d.plus.tl[&0].done[&1], d.plus.tl[&1].done[&1]);
+        let cb = d.flash.timing().copyback;
+        assert!(
+            a.max(b) - a.min(b) >= cb,
+            "copybacks on one die overlap: they end at {a:?} and {b:?}"
         );
     }
 

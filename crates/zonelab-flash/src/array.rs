@@ -366,40 +366,6 @@ impl FlashArray {
         self.dies[die.0 as usize].first_fit(from, duration)
     }
 
-    /// A copyback that background work started at `start` on an idle die (seed 000 §3.2.2:
-    /// plugging while the chip is idle), found when the device next acts at `now` (`start <=
-    /// now`, and the die free from `start` on, see [`FlashArray::die_free_span`]). The part
-    /// before `now` is in the past and only counted; the rest is reserved. Returns when it
-    /// completes.
-    pub fn copyback_started(
-        &mut self,
-        now: Nanos,
-        start: Nanos,
-        src: PageAddr,
-        dst: PageAddr,
-    ) -> Nanos {
-        assert!(start <= now, "background copyback starting in the future");
-        assert!(
-            src.block.die == dst.block.die && src.block.plane == dst.block.plane,
-            "copyback across planes: {src:?} -> {dst:?}"
-        );
-        let d = self.timing.copyback;
-        let die = dst.block.die.0 as usize;
-        assert_eq!(
-            self.dies[die].first_fit(start, d),
-            start,
-            "background copyback on a busy die"
-        );
-        self.check_program(dst);
-        self.counters.copybacks += 1;
-        let end = start + d;
-        self.log_busy(start, (end.min(now)) - start);
-        if end > now {
-            self.reserve_die(now, die, now, end - now);
-        }
-        end
-    }
-
     /// Erases a block (tBERS on its die). Returns when the erase completes.
     pub fn erase(&mut self, now: Nanos, at: Nanos, b: BlockAddr) -> Nanos {
         let st = self.state(b);
@@ -457,25 +423,6 @@ mod tests {
         // The same die queues behind.
         assert_eq!(a.program(Nanos(0), Nanos(0), page(0, 0, 1)), t0 + t0);
         assert_eq!(a.counters().programs, 3);
-    }
-
-    #[test]
-    fn a_copyback_started_in_idle_time_reserves_only_what_is_left() {
-        let mut a = array();
-        assert_eq!(
-            a.die_free_span(DieId(0), Nanos(0), Nanos::from_us(400)),
-            Nanos(0)
-        );
-        let end = a.copyback_started(Nanos::from_us(100), Nanos(0), page(0, 0, 0), page(0, 1, 0));
-        assert_eq!(end, Nanos::from_us(400));
-        assert_eq!(a.counters().copybacks, 1);
-        assert_eq!(a.programmed_pages(page(0, 1, 0).block), 1);
-        // The die is busy until the copyback ends.
-        assert_eq!(
-            a.die_free_span(DieId(0), Nanos::from_us(100), Nanos(1)),
-            Nanos::from_us(400)
-        );
-        assert_eq!(a.die_busy_log().iter().sum::<u64>(), 400_000);
     }
 
     #[test]
