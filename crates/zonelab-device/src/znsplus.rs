@@ -1369,23 +1369,37 @@ impl ZonedDevice {
         let wp = z.wp.0 - z.start.0;
         let first = wp.div_ceil(lpc);
         let frontier = self.progress[zone as usize].programmed_chunks;
+        // The shortest work a plug starts with (a copyback, or a read of at most a page).
+        let shortest = timing.copyback.min(timing.read + timing.page_transfer);
+        // Chunks at or past the frontier are programmed only if plugged ahead: none below the
+        // first such (plugs in this pass only take chunks no unit will look at again).
+        let ahead_from = self.plus.tl[&zone]
+            .done
+            .range(frontier..)
+            .next()
+            .map_or(u64::MAX, |(&c, _)| c);
         for u in 0..width as usize {
+            // Nothing starts on a die busy from `since` to `now`: skip the unit's bookkeeping.
+            let die = self.map.page_of(zone, u as u64).block.die;
+            if self.flash.die_free_span(die, since, shortest) > now {
+                continue;
+            }
             loop {
                 let tl = &self.plus.tl[&zone];
                 let c = tl.next[u];
                 if c >= chunks {
                     break;
                 }
-                if c < frontier || tl.done.contains_key(&c) {
+                if c < frontier || (c >= ahead_from && tl.done.contains_key(&c)) {
                     self.plus.tl.get_mut(&zone).expect("listed").next[u] += width;
                     continue;
                 }
                 let Some(orig) = tl.orig_fbg else { break };
-                let src = self.map.page_in_fbg(zone, orig, c);
                 if c < first || !tl.chunk_fully_valid(c, lpc) {
-                    self.read_ahead(now, since, zone, c, wp, src);
+                    self.read_ahead(now, since, zone, c, wp, orig);
                     break;
                 }
+                let src = self.map.page_in_fbg(zone, orig, c);
                 let run = self
                     .plus
                     .copyback_runs
@@ -1443,9 +1457,9 @@ impl ZonedDevice {
     }
 
     /// Reads ahead into the controller the valid blocks of chunk `c` of TL_opened `zone` past
-    /// its write pointer `wp` (from page `src` of the original FBG), if not yet read and the
-    /// chip was idle between `since` and `now` (see [`ZonedDevice::plug_ahead`]).
-    fn read_ahead(&mut self, now: Nanos, since: Nanos, zone: u32, c: u64, wp: u64, src: PageAddr) {
+    /// its write pointer `wp` (from original FBG `orig`), if not yet read and the chip was
+    /// idle between `since` and `now` (see [`ZonedDevice::plug_ahead`]).
+    fn read_ahead(&mut self, now: Nanos, since: Nanos, zone: u32, c: u64, wp: u64, orig: u32) {
         let lpc = self.lbas_per_chunk.get();
         let tl = &self.plus.tl[&zone];
         if tl.read_ahead.contains_key(&c) {
@@ -1457,6 +1471,7 @@ impl ZonedDevice {
         if blocks == 0 {
             return;
         }
+        let src = self.map.page_in_fbg(zone, orig, c);
         let t = self.flash.timing();
         let s = self
             .flash
