@@ -99,7 +99,7 @@ pub struct ZnsPlusSection {
     pub plugging: Plugging,
     /// Whether the controller copies by copyback at all (seed 000 §4 Fig. 7, "w/o cpbk"):
     /// `false` copies every chunk by flash read + program, in zone compaction and in plugging
-    /// (then there is no background plugging, which this model does by copyback only). Left
+    /// (background plugging included). Left
     /// out of the profile's text when true, so profiles and images from before the field read
     /// and write the same bytes.
     #[serde(default = "yes", skip_serializing_if = "is_yes")]
