@@ -480,9 +480,7 @@ impl ZonedDevice {
                 });
                 Some(match whole {
                     Some((_, _, src)) if copyback && (limit == 0 || run < limit) => {
-                        self.plus.copyback_runs.insert((zone, c), run + 1);
-                        self.plus.counters.copybacks += 1;
-                        self.plus.counters.copyback_blocks += lpc;
+                        self.count_copyback(zone, c, run);
                         self.progress[z].programmed_chunks = c + 1;
                         CopyOp::Copyback { src, dst }
                     }
@@ -619,19 +617,17 @@ impl ZonedDevice {
                 blocks,
                 dst,
             } => {
-                let mut data_at = at.max(read_ahead);
-                for &(page, bytes) in reads {
-                    data_at = data_at.max(self.flash.read(now, at, page, bytes));
-                }
-                let in_buffer = self.buffer.admit(data_at, blocks);
+                let in_buffer = self.read_into_buffer(now, at, reads, read_ahead, blocks);
                 match dst {
                     Some(dst) => {
                         let tail = self.plus.tail_ready.remove(&zone).unwrap_or(Nanos::ZERO);
-                        let done = self.flash.program(now, in_buffer.max(tail).max(base), dst);
-                        self.buffer.release_at(done, self.lbas_per_chunk.get());
-                        if let Some(t) = self.plus.tl.get_mut(&zone) {
-                            t.done.insert(chunk, done);
-                        }
+                        let done = self.program_chunk(
+                            now,
+                            in_buffer.max(tail).max(base),
+                            zone,
+                            chunk,
+                            dst,
+                        );
                         (in_buffer, Some(done))
                     }
                     None => {
@@ -642,6 +638,49 @@ impl ZonedDevice {
                 }
             }
         }
+    }
+
+    /// Reads `reads` (page, bytes) from `at` into the write buffer, with data read ahead in
+    /// the controller from `read_ahead` on: `blocks` blocks in all. Returns when they are in.
+    fn read_into_buffer(
+        &mut self,
+        now: Nanos,
+        at: Nanos,
+        reads: &[(PageAddr, u64)],
+        read_ahead: Nanos,
+        blocks: u64,
+    ) -> Nanos {
+        let mut data_at = at.max(read_ahead);
+        for &(page, bytes) in reads {
+            data_at = data_at.max(self.flash.read(now, at, page, bytes));
+        }
+        self.buffer.admit(data_at, blocks)
+    }
+
+    /// Programs chunk `chunk` of `zone` at `dst` from the write buffer, no earlier than `at`,
+    /// and frees its buffer space then. Returns when the program completes.
+    fn program_chunk(
+        &mut self,
+        now: Nanos,
+        at: Nanos,
+        zone: u32,
+        chunk: u64,
+        dst: PageAddr,
+    ) -> Nanos {
+        let done = self.flash.program(now, at, dst);
+        self.buffer.release_at(done, self.lbas_per_chunk.get());
+        if let Some(t) = self.plus.tl.get_mut(&zone) {
+            t.done.insert(chunk, done);
+        }
+        done
+    }
+
+    /// Counts a copyback into chunk `c` of `zone` of data that had gone through `run`
+    /// consecutive copybacks.
+    fn count_copyback(&mut self, zone: u32, c: u64, run: u32) {
+        self.plus.copyback_runs.insert((zone, c), run + 1);
+        self.plus.counters.copybacks += 1;
+        self.plus.counters.copyback_blocks += self.lbas_per_chunk.get();
     }
 
     /// When the first flash operation of queued copy `q` could start at or after `from`
@@ -1416,7 +1455,7 @@ impl ZonedDevice {
                         .expect("the previous page of a plugged page is programmed")
                 };
                 let dst = self.map.page_of(zone, c);
-                let end = if by_copyback {
+                if by_copyback {
                     let from = since.max(tl.ready).max(prev);
                     let s = self
                         .flash
@@ -1424,10 +1463,8 @@ impl ZonedDevice {
                     if s > now {
                         break;
                     }
-                    self.plus.copyback_runs.insert((zone, c), run + 1);
-                    self.plus.counters.copybacks += 1;
-                    self.plus.counters.copyback_blocks += lpc;
-                    self.flash.copyback(since, s, src, dst)
+                    self.count_copyback(zone, c, run);
+                    self.run_copy(since, s, s, zone, c, &CopyOp::Copyback { src, dst });
                 } else {
                     let (ready, busy) = (tl.ready, timing.read + timing.page_transfer);
                     let s = self.flash.die_free_span(src.block.die, since, busy);
@@ -1440,17 +1477,11 @@ impl ZonedDevice {
                     self.plus.copyback_runs.remove(&(zone, c));
                     self.plus.counters.readprogram_copies += 1;
                     self.plus.counters.readprogram_blocks += lpc;
-                    let data = self.flash.read(since, s, src, page_bytes);
-                    let in_buffer = self.buffer.admit(data, lpc);
-                    let done = self
-                        .flash
-                        .program(since, in_buffer.max(ready).max(prev), dst);
-                    self.buffer.release_at(done, lpc);
-                    done
-                };
-                let tl = self.plus.tl.get_mut(&zone).expect("listed");
-                tl.done.insert(c, end);
-                tl.next[u] += width;
+                    let in_buffer =
+                        self.read_into_buffer(since, s, &[(src, page_bytes)], Nanos::ZERO, lpc);
+                    self.program_chunk(since, in_buffer.max(ready).max(prev), zone, c, dst);
+                }
+                self.plus.tl.get_mut(&zone).expect("listed").next[u] += width;
                 self.plus.counters.plugged_blocks_background += lpc;
             }
         }
@@ -1720,19 +1751,24 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn lba_ordered_plugging_moves_the_write_pointer_past_valid_blocks() {
-        let mut d = small(&["plugging=lba"]);
-        let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
-        let valid = bitmap(64, &[0..4, 8..10]);
-        let c = d.tl_open(
+    /// TL_open of zone 0 at `t` with the blocks in `valid` valid.
+    fn tl_open_zone0(d: &mut ZonedDevice, t: Nanos, valid: &[std::ops::Range<u64>]) -> Completion {
+        let valid = bitmap(64, valid);
+        d.tl_open(
             t,
             t,
             &[TlOpenZone {
                 zslba: Lba(0),
                 valid,
             }],
-        );
+        )
+    }
+
+    #[test]
+    fn lba_ordered_plugging_moves_the_write_pointer_past_valid_blocks() {
+        let mut d = small(&["plugging=lba"]);
+        let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
+        let c = tl_open_zone0(&mut d, t, &[0..4, 8..10]);
         assert!(c.status.is_ok(), "{:?}", c.status);
         assert!(d.is_tl_open(ZoneId(0)));
         assert_eq!(d.zone(ZoneId(0)).state, ZoneState::ExplicitlyOpened);
@@ -1766,15 +1802,7 @@ mod tests {
         let mut d = small(&[]);
         let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
         // Chunks 1 and 2 fully valid, block 17 valid alone.
-        let valid = bitmap(64, &[4..12, 17..18]);
-        let c = d.tl_open(
-            t,
-            t,
-            &[TlOpenZone {
-                zslba: Lba(0),
-                valid,
-            }],
-        );
+        let c = tl_open_zone0(&mut d, t, &[4..12, 17..18]);
         assert!(c.status.is_ok());
         assert_eq!(
             d.zone(ZoneId(0)).wp,
@@ -1825,15 +1853,7 @@ mod tests {
     fn without_idle_time_plugging_happens_on_demand() {
         let mut d = small(&[]);
         let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
-        let valid = bitmap(64, &[4..8, 8..12, 17..18]);
-        let c = d.tl_open(
-            t,
-            t,
-            &[TlOpenZone {
-                zslba: Lba(0),
-                valid,
-            }],
-        );
+        let c = tl_open_zone0(&mut d, t, &[4..8, 8..12, 17..18]);
         // Writes follow at once, before the device had a moment with an idle chip.
         let w = d.write(t, c.done, Lba(0), WriteData::Fingerprints(&[1; 4]), false);
         let w = d.write(t, w.done, Lba(12), WriteData::Fingerprints(&[2; 5]), false);
@@ -1858,15 +1878,7 @@ mod tests {
     fn without_copyback_whole_valid_chunks_are_plugged_ahead_by_read_and_program() {
         let mut d = small(&["znsplus.copyback=false"]);
         let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
-        let valid = bitmap(64, &[4..8, 8..12]);
-        let c = d.tl_open(
-            t,
-            t,
-            &[TlOpenZone {
-                zslba: Lba(0),
-                valid,
-            }],
-        );
+        let c = tl_open_zone0(&mut d, t, &[4..8, 8..12]);
         assert!(c.status.is_ok());
         let (reads, programs) = (d.flash_counters().reads, d.flash_counters().programs);
         d.settle(c.done + LATER);
@@ -1919,15 +1931,7 @@ mod tests {
         let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
         let orig = d.mapper().fbg_of(0).unwrap();
         let free = d.mapper().free_fbgs(0);
-        let valid = bitmap(64, &[0..30, 40..64]);
-        let c = d.tl_open(
-            t,
-            t,
-            &[TlOpenZone {
-                zslba: Lba(0),
-                valid,
-            }],
-        );
+        let c = tl_open_zone0(&mut d, t, &[0..30, 40..64]);
         let log = d.mapper().fbg_of(0).unwrap();
         assert_ne!(log, orig);
         assert_eq!(d.mapper().free_fbgs(0), free - 1);
