@@ -348,6 +348,7 @@ fn extract(r: &Value, timeline: bool) -> Value {
         "throughput": { "mb_per_sec": r["throughput"]["mb_per_sec"], "ops_per_sec": r["throughput"]["ops_per_sec"] },
         "gc": {
             "zones_cleaned": r["gc"]["zones_cleaned"],
+            "blocks_moved": r["gc"]["blocks_moved"],
             "by_method": r["gc"]["by_method"],
             "compaction_ns": r["gc"]["compaction_ns"],
             "threaded_logging": r["gc"]["threaded_logging"],
@@ -560,6 +561,13 @@ impl Runs {
         let cb = self.f(c, "device.copyback_blocks");
         let rp = self.f(c, "device.readprogram_blocks");
         pct(cb, cb + rp)
+    }
+    /// How full the zones compaction cleaned were: blocks moved per cleaned zone, percent of
+    /// a zone (2 MiB per chip). Emptier victims leave fewer fully valid chunks per chip in a
+    /// segment for CAB to match, so this explains much of a run's copyback share.
+    fn victim_valid_pct(&self, c: Cfg) -> f64 {
+        let per_zone = self.f(c, "gc.blocks_moved") / self.f(c, "gc.zones_cleaned");
+        pct(per_zone, f64::from(c.chips) * 512.0)
     }
     /// Zones reopened by threaded logging and zones compacted in the device, and the first's
     /// share, percent (Table 5).
@@ -837,9 +845,24 @@ fn fig6(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
             cb,
             Check::Within(0.15),
         );
+        let valid = [zns, izc].map(|c| r.victim_valid_pct(c));
+        for (scheme, v) in ["ZNS", "IZC"].iter().zip(valid) {
+            t.add(
+                "Fig 6",
+                &format!(
+                    "valid share of the zones compaction cleaned, {}, {scheme}",
+                    wl(w)
+                ),
+                "%",
+                f64::NAN,
+                v,
+                Check::Report,
+            );
+        }
         per.push(json!({
             "workload": wl(w), "zns": phases(zns), "izc": phases(izc), "izc_cut_pct": cut,
             "copyback_pct": cb, "paper_copyback_pct": paper_cb,
+            "zns_victim_valid_pct": valid[0], "izc_victim_valid_pct": valid[1],
         }));
     }
     figs.insert(
