@@ -252,6 +252,11 @@ struct Cfg {
 }
 
 impl Cfg {
+    /// The zone's size in MiB: one 2 MiB flash block on each chip (D_zone = chips).
+    fn zone_mib(&self) -> u32 {
+        2 * self.chips
+    }
+
     fn new(workload: usize, scheme: Scheme) -> Cfg {
         Cfg {
             workload,
@@ -295,7 +300,7 @@ impl Cfg {
             format!("device.set.channels={channels}"),
             format!("device.set.chips_per_channel={}", n / channels),
             format!("device.set.zone_dies={n}"),
-            format!("device.set.zone_size=\"{}MiB\"", 2 * n),
+            format!("device.set.zone_size=\"{}MiB\"", self.zone_mib()),
             // Room for the zones and the metadata zones `zonelab run` adds.
             format!("device.set.blocks_per_plane={}", (zones + 64).max(544)),
             format!("device.set.pcie_lanes={}", self.lanes),
@@ -563,11 +568,11 @@ impl Runs {
         pct(cb, cb + rp)
     }
     /// How full the zones compaction cleaned were: blocks moved per cleaned zone, percent of
-    /// a zone (2 MiB per chip). Emptier victims leave fewer fully valid chunks per chip in a
+    /// a zone's 4 KiB blocks. Emptier victims leave fewer fully valid chunks per chip in a
     /// segment for CAB to match, so this explains much of a run's copyback share.
     fn victim_valid_pct(&self, c: Cfg) -> f64 {
         let per_zone = self.f(c, "gc.blocks_moved") / self.f(c, "gc.zones_cleaned");
-        pct(per_zone, f64::from(c.chips) * 512.0)
+        pct(per_zone, f64::from(c.zone_mib()) * 256.0)
     }
     /// Zones reopened by threaded logging and zones compacted in the device, and the first's
     /// share, percent (Table 5).
