@@ -1510,7 +1510,7 @@ impl Fs {
     }
 
     /// The address of file block `idx` (NULL when a hole).
-    async fn block_addr(&self, ino: Ino, idx: u64) -> FsResult<BlkAddr> {
+    pub(crate) async fn block_addr(&self, ino: Ino, idx: u64) -> FsResult<BlkAddr> {
         loop {
             let Some((nid, slot)) = self.map_path(ino, idx, false).await? else {
                 return Ok(NULL_ADDR);
@@ -2691,12 +2691,27 @@ impl Fs {
             }
         }
         let t_read = self.inner.sim.now();
-        // Write phase: under each file's lock, blocks still at their victim address move. The
-        // writes are issued file after file (F2FS's move_data_page adds each page to a merged
-        // bio and goes on); the checkpoint phase waits for them.
+        // Write phase: under each file's lock, blocks still at their victim address move, in
+        // the order of their victim addresses: F2FS's gc_data_segment calls move_data_page
+        // block after block through the segment, and foreground cleaning writes each page at
+        // once, so the cold log receives the victim's survivors in the order they had (the
+        // order they were written in), a run of one file's blocks at a time. The checkpoint
+        // phase waits for the writes.
+        let mut by_addr: Vec<(BlkAddr, Ino, u64)> = data
+            .into_iter()
+            .flat_map(|(ino, v)| v.into_iter().map(move |(idx, a)| (a, ino, idx)))
+            .collect();
+        by_addr.sort_unstable_by_key(|&(a, _, _)| a);
+        let mut runs: Vec<(Ino, Vec<(u64, BlkAddr)>)> = Vec::new();
+        for (a, ino, idx) in by_addr {
+            match runs.last_mut() {
+                Some((last, v)) if *last == ino => v.push((idx, a)),
+                _ => runs.push((ino, vec![(idx, a)])),
+            }
+        }
         let mut moved = 0u64;
         let mut writes = Vec::new();
-        for (ino, v) in data {
+        for (ino, v) in runs {
             let lock = self.inode_lock(ino);
             let _l = lock.lock().await;
             let alive = self.inner.st.borrow().nat.entries[ino as usize].ino == ino as u32;

@@ -1693,6 +1693,52 @@ fn cleaning_finds_the_summary_blocks_a_checkpoint_wrote_in_the_cache() {
     });
 }
 
+/// Host cleaning writes a victim's survivors in the order of their victim addresses, as
+/// F2FS's gc_data_segment moves them block after block, not file by file in inode order.
+#[test]
+fn host_cleaning_moves_blocks_in_victim_address_order() {
+    let (sim, stack) = small_device(PayloadMode::Fingerprint);
+    let s = sim.clone();
+    run(&sim, async move {
+        let fs = format(&s, &Devices::from(stack)).await;
+        // a has the lower inode number, but b's blocks come first in the zone.
+        let mut ino = std::collections::BTreeMap::new();
+        for name in ["a", "b", "x", "y"] {
+            ino.insert(
+                name,
+                fs.create(ROOT_INO, name, 0o644, 0, 0).await.unwrap().ino,
+            );
+        }
+        assert!(ino["a"] < ino["b"]);
+        for (name, blocks) in [("x", 256), ("b", 64), ("a", 64), ("y", 256)] {
+            fs.write(ino[name], 0, OwnedData::Fingerprints(vec![7; blocks]))
+                .await
+                .unwrap();
+            fs.sync().await.unwrap();
+        }
+        let before = (
+            fs.block_addr(ino["a"], 0).await.unwrap(),
+            fs.block_addr(ino["b"], 0).await.unwrap(),
+        );
+        assert!(before.1 < before.0, "b written first: {before:?}");
+        fs.unlink(ROOT_INO, "x").await.unwrap();
+        fs.unlink(ROOT_INO, "y").await.unwrap();
+        fs.sync().await.unwrap();
+        assert!(fs.clean_one(true).await.unwrap(), "a zone to clean");
+        let after = (
+            fs.block_addr(ino["a"], 0).await.unwrap(),
+            fs.block_addr(ino["b"], 0).await.unwrap(),
+        );
+        assert!(
+            after.0 != before.0 && after.1 != before.1,
+            "both moved: {after:?}"
+        );
+        assert_eq!(after.0, after.1 + 64, "b's 64 blocks, then a's: {after:?}");
+        let problems = fs.check().await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    });
+}
+
 /// With threaded logging, foreground cleaning waits until half the reserve is left, as the
 /// published ZNS+ F2FS's `has_not_enough_free_secs` (logs weigh threaded logging above that);
 /// without it, cleaning keeps the whole reserve free. Small reserves keep three zones.
