@@ -12,7 +12,12 @@
 //! non-existing one (createfile) *in rotation*: from a rotor index, the first entry of the
 //! kind at or after it (wrapping), then past entries busy in another thread's call; the rotor
 //! moves past the first found entry. Entries are busy only while a thread's create, open,
-//! delete or stat call on them is in flight.
+//! delete or stat call on them is in flight. There is one rotor for existing entries and one
+//! for absent ones, shared by all threads: filebench keeps an existing-entry rotor per thread
+//! id but its flowops pass id 0 unless they set `rotatefd`, which the personalities here do
+//! not. Which files a run deletes when therefore follows its pace, so a faster file system
+//! can see different file lifetimes (README, Scale: fileserver's emptier IZC victims at
+//! 16 GiB).
 
 use super::config::gamma_knuth;
 use std::collections::BTreeSet;
