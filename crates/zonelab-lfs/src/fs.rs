@@ -2562,7 +2562,9 @@ impl Fs {
         // writes are handled here (seed 000 §3.2.1 "Cached Page Handling" and §4.1): dirty
         // cached pages always, and under IZC-H the clean cached ones of a chunk whose every
         // valid block is cached (a fully cached chunk); the device copies the rest below.
-        let mut data: BTreeMap<Ino, Vec<(u64, BlkAddr)>> = BTreeMap::new();
+        // The data blocks the host moves, as (victim address, file, block index), in address
+        // order (both loops below go through `valid`).
+        let mut data: Vec<(BlkAddr, Ino, u64)> = Vec::new();
         // IZC: the valid blocks the host holds.
         let mut held: BTreeMap<BlkAddr, (HeldBlock, Holder)> = BTreeMap::new();
         for &(a, sum) in &valid {
@@ -2613,7 +2615,7 @@ impl Fs {
             let idx = n.footer.base + sum.ofs as u64;
             let ino = e.ino as Ino;
             if in_storage.is_none() {
-                data.entry(ino).or_default().push((idx, a));
+                data.push((a, ino, idx));
             } else if st.cache.has_page(ino, idx) {
                 let holder = Holder::host(st.cache.is_dirty(ino, idx));
                 held.insert(a, (HeldBlock::Data { ino, idx }, holder));
@@ -2637,24 +2639,23 @@ impl Fs {
                 match held[&a].0 {
                     // A dirty node stays dirty: the next checkpoint writes it.
                     HeldBlock::Node(nid) => st.cache.dirty_node(nid),
-                    HeldBlock::Data { ino, idx } => data.entry(ino).or_default().push((idx, a)),
+                    HeldBlock::Data { ino, idx } => data.push((a, ino, idx)),
                 }
             }
         }
         let t_init = self.inner.sim.now();
         // Read phase: blocks not in the page cache, in address runs.
-        let mut reads: Vec<(Ino, u64, BlkAddr)> = Vec::new();
-        {
+        debug_assert!(
+            data.is_sorted_by_key(|d| d.0),
+            "victim blocks out of address order"
+        );
+        let reads: Vec<(Ino, u64, BlkAddr)> = {
             let st = self.inner.st.borrow();
-            for (&ino, v) in &data {
-                for &(idx, a) in v {
-                    if !st.cache.has_page(ino, idx) {
-                        reads.push((ino, idx, a));
-                    }
-                }
-            }
-        }
-        reads.sort_by_key(|r| r.2);
+            data.iter()
+                .filter(|&&(_, ino, idx)| !st.cache.has_page(ino, idx))
+                .map(|&(a, ino, idx)| (ino, idx, a))
+                .collect()
+        };
         // Every run is read ahead at once (F2FS's gc_data_segment reads the victim's pages
         // ahead before moving them); the pages enter the cache as their reads complete.
         let mut runs = Vec::new();
@@ -2697,29 +2698,18 @@ impl Fs {
         // once, so the cold log receives the victim's survivors in the order they had (the
         // order they were written in), a run of one file's blocks at a time. The checkpoint
         // phase waits for the writes.
-        let mut by_addr: Vec<(BlkAddr, Ino, u64)> = data
-            .into_iter()
-            .flat_map(|(ino, v)| v.into_iter().map(move |(idx, a)| (a, ino, idx)))
-            .collect();
-        by_addr.sort_unstable_by_key(|&(a, _, _)| a);
-        let mut runs: Vec<(Ino, Vec<(u64, BlkAddr)>)> = Vec::new();
-        for (a, ino, idx) in by_addr {
-            match runs.last_mut() {
-                Some((last, v)) if *last == ino => v.push((idx, a)),
-                _ => runs.push((ino, vec![(idx, a)])),
-            }
-        }
         let mut moved = 0u64;
         let mut writes = Vec::new();
-        for (ino, v) in runs {
+        for run in data.chunk_by(|x, y| x.1 == y.1) {
+            let ino = run[0].1;
             let lock = self.inode_lock(ino);
             let _l = lock.lock().await;
             let alive = self.inner.st.borrow().nat.entries[ino as usize].ino == ino as u32;
             if !alive {
                 continue;
             }
-            let mut idxs = Vec::with_capacity(v.len());
-            for (idx, a) in v {
+            let mut idxs = Vec::with_capacity(run.len());
+            for &(a, _, idx) in run {
                 if self.block_addr(ino, idx).await? != a {
                     continue;
                 }
