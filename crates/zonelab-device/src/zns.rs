@@ -612,8 +612,11 @@ impl ZonedDevice {
         if !self.plus.copy_queue.is_empty()
             && let Ok(z) = self.zones.zone_of(slba)
         {
-            // The zone's copies go first: its pages are programmed in order.
-            self.force_copies(now, Some(z.0), u64::MAX);
+            // The zone's copies to the dies this write programs go first.
+            let zinfo = self.zones.zone(z);
+            let at_lba = if append { zinfo.wp } else { slba };
+            let off = at_lba.0.saturating_sub(zinfo.start.0);
+            self.force_copies_before_write(now, z.0, off, nlb);
         }
         if !self.plus.tl.is_empty()
             && let Err(s) = self.tl_before_write(now, at, slba, nlb, append)

@@ -11,8 +11,9 @@
 //!   (the controller "can reorder normal requests to avoid the convoy effect"), so a normal
 //!   request waits at most for the copy operation under way on its chip; reads of the
 //!   destination blocks wait only until the write pointer has passed them (the copy of those
-//!   blocks is in place), and a write, zone management or TL_open of the destination zone
-//!   has its queued copies started first. The command completes when its last copy does,
+//!   blocks is in place); a write to the destination zone has the queued copies to its own
+//!   dies started first (a flash block's pages are programmed in order), and zone management
+//!   or TL_open of the zone all of them. The command completes when its last copy does,
 //!   known once all have started: the host asks again until then
 //!   ([`ZonedDevice::compaction_status`]). Copies into a TL_opened zone are placed at once.
 //! * `tl_open(zones, valid bitmaps)` (§3.2.2, Fig. 4): a Full zone is reopened for sparse
@@ -758,14 +759,39 @@ impl ZonedDevice {
 
     /// Starts at once (from `now`, ahead of the chips' turn) the queued copies into `zone`
     /// (every zone with `None`) at blocks below `below`: a command needs them in place (a
-    /// read of those blocks, a write, zone management, a power loss).
+    /// read of those blocks, which the write pointer must have passed, zone management, a
+    /// power loss).
     pub(crate) fn force_copies(&mut self, now: Nanos, zone: Option<u32>, below: u64) {
+        self.force_copies_where(now, |q| zone.is_none_or(|z| z == q.zone) && q.from < below);
+    }
+
+    /// Before a write of `nlb` blocks at zone offset `off` of `zone`: starts at once the
+    /// zone's queued copies to the dies the write's chunks are programmed on, since a page is
+    /// programmed after the pages before it in its flash block (and a chunk a copy left
+    /// partly filled is completed by this write). The zone's copies to other dies stay queued
+    /// for their chips' idle time, so the write does not put the whole compaction ahead of
+    /// the normal requests that come after it (seed 000 §3.2.1).
+    pub(crate) fn force_copies_before_write(&mut self, now: Nanos, zone: u32, off: u64, nlb: u64) {
+        if !self.plus.copy_queue.iter().any(|q| q.zone == zone) {
+            return;
+        }
+        let lpc = self.lbas_per_chunk.get();
+        let first = off / lpc;
+        let chunks = (off + nlb.max(1)).div_ceil(lpc) - first;
+        let dies: Vec<zonelab_flash::DieId> = (first..first + chunks.min(self.map.width() as u64))
+            .map(|c| self.map.die_of(zone, c))
+            .collect();
+        self.force_copies_where(now, |q| q.zone == zone && dies.contains(&q.die));
+    }
+
+    /// Starts at once the queued copies `pick` selects, in queue order.
+    fn force_copies_where(&mut self, now: Nanos, pick: impl Fn(&QueuedCopy) -> bool) {
         if self.plus.copy_queue.is_empty() {
             return;
         }
         let mut kept = VecDeque::with_capacity(self.plus.copy_queue.len());
         while let Some(q) = self.plus.copy_queue.pop_front() {
-            if zone.is_none_or(|z| z == q.zone) && q.from < below {
+            if pick(&q) {
                 let from = q.earliest.max(now);
                 self.start_copy(now, from, q);
             } else {
@@ -1729,6 +1755,49 @@ mod tests {
         assert!(
             beside <= alone + longest_op,
             "the read waits for the operations under way only: {beside} vs {alone} alone"
+        );
+    }
+
+    #[test]
+    fn a_write_after_a_compaction_holds_back_only_its_own_chips_copies() {
+        // Read + program copies (chunk k -> chunk k + 1) into zone 1 keep every chip busy;
+        // then the host writes zone 1 at its write pointer (offset 60: chunk 15, one die) and
+        // reads zone 2 on another die.
+        let run = |write: bool| -> (Nanos, Nanos, Nanos) {
+            let mut d = small(&[]);
+            let t = fill(&mut d, 0, 0, Nanos(0));
+            let t = fill(&mut d, 2, 900, t) + LATER;
+            let ticket = queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124));
+            let t2 = t + Nanos::from_us(300);
+            let written_die = d.map.die_of(1, 15);
+            let read_lba = (0..16u64)
+                .map(|c| 128 + 4 * c)
+                .find(|&l| d.map.die_of(2, (l - 128) / 4) != written_die)
+                .expect("zone 2 spans several dies");
+            if write {
+                let w = d.write(t2, t2, Lba(124), WriteData::Fingerprints(&[77]), false);
+                assert!(w.status.is_ok(), "{:?}", w.status);
+            }
+            let r = d.read(t2, t2, Lba(read_lba), 1, None);
+            let done = d.compaction_completion(ticket);
+            assert_eq!(fp_of(&mut d, done, 68), fp(0));
+            assert_eq!(fp_of(&mut d, done, 123), fp(55));
+            if write {
+                assert_eq!(fp_of(&mut d, done, 124), fp(77));
+            }
+            (r.done - t2, done - t, done)
+        };
+        let (alone, copies, _) = run(false);
+        let (after_write, _, _) = run(true);
+        let f = &small(&[]).profile.flash;
+        assert!(
+            copies > (f.read.0 + f.program.0).times(3),
+            "the copies are long: {copies}"
+        );
+        // The write needs the copies to its own die's block first, not those to the others.
+        assert!(
+            after_write <= alone + Nanos::from_us(100),
+            "a read of another die waits as without the write: {after_write} vs {alone}"
         );
     }
 
