@@ -573,6 +573,8 @@ impl ZonedDevice {
                 }
             }
             let page = self.map.page_of(zone.0, c);
+            let program = self.flash.timing().program;
+            self.copy_turn(now, ready, page.block.die, program);
             let done = self.flash.program(now, ready, page);
             if plus {
                 self.note_program(zone.0, c, done);
@@ -895,6 +897,8 @@ impl ZonedDevice {
                 }
             };
             if let Some(die) = die {
+                let read = self.flash.timing().read;
+                self.copy_turn(now, at, die, read);
                 ready = ready.max(self.flash.read_on_die(now, at, die, bytes));
             }
         }

@@ -7,9 +7,10 @@
 //!   consecutive copybacks (§2.1), a flash **read + program** through the controller otherwise.
 //!   Destinations may be non-contiguous: blocks the write pointer passes between them are
 //!   padded (or, in a TL_opened zone, plugged with the zone's own data). Nothing else waits for
-//!   the command: its chunk copies queue for their chips and start only when a chip is idle
-//!   (the controller "can reorder normal requests to avoid the convoy effect"), so a normal
-//!   request waits at most for the copy operation under way on its chip; reads of the
+//!   the command: its chunk copies queue for their chips and start when a chip is idle, or in
+//!   turn with normal requests when a chip is busy with those (the controller "can reorder
+//!   normal requests to avoid the convoy effect"), so a normal request waits for at most one
+//!   copy operation besides the one under way on its chip; reads of the
 //!   destination blocks wait only until the write pointer has passed them (the copy of those
 //!   blocks is in place); a write to the destination zone has the queued copies to its own
 //!   dies started first (a flash block's pages are programmed in order), and zone management
@@ -154,6 +155,10 @@ pub struct ZnsPlus {
     /// reservations only move starts later).
     #[serde(skip)]
     pub(crate) next_start: Nanos,
+    /// Per die, when the last copy operation placed on it ends (see
+    /// [`ZonedDevice::copy_turn`]).
+    #[serde(skip)]
+    pub(crate) copy_until: Vec<Nanos>,
 }
 
 /// One destination chunk of a zone_compaction, waiting for its chips.
@@ -187,6 +192,19 @@ pub(crate) enum CopyOp {
         blocks: u64,
         dst: Option<PageAddr>,
     },
+}
+
+impl CopyOp {
+    /// Whether the copy's first flash operation is on `die` (`dst_die` is its destination's).
+    fn first_on(&self, dst_die: zonelab_flash::DieId, die: zonelab_flash::DieId) -> bool {
+        match self {
+            CopyOp::Copyback { dst, .. } => dst.block.die == die,
+            CopyOp::ReadProgram { reads, .. } if !reads.is_empty() => {
+                reads.iter().any(|(p, _)| p.block.die == die)
+            }
+            CopyOp::ReadProgram { .. } => dst_die == die,
+        }
+    }
 }
 
 /// A zone_compaction whose copies are not all started.
@@ -607,6 +625,7 @@ impl ZonedDevice {
         match *op {
             CopyOp::Copyback { src, dst } => {
                 let done = self.flash.copyback(now, base, src, dst);
+                self.note_copy_op(dst.block.die, done);
                 if let Some(t) = self.plus.tl.get_mut(&zone) {
                     t.done.insert(chunk, done);
                 }
@@ -653,7 +672,9 @@ impl ZonedDevice {
     ) -> Nanos {
         let mut data_at = at.max(read_ahead);
         for &(page, bytes) in reads {
-            data_at = data_at.max(self.flash.read(now, at, page, bytes));
+            let read = self.flash.read(now, at, page, bytes);
+            self.note_copy_op(page.block.die, read);
+            data_at = data_at.max(read);
         }
         self.buffer.admit(data_at, blocks)
     }
@@ -669,6 +690,7 @@ impl ZonedDevice {
         dst: PageAddr,
     ) -> Nanos {
         let done = self.flash.program(now, at, dst);
+        self.note_copy_op(dst.block.die, done);
         self.buffer.release_at(done, self.lbas_per_chunk.get());
         if let Some(t) = self.plus.tl.get_mut(&zone) {
             t.done.insert(chunk, done);
@@ -726,10 +748,11 @@ impl ZonedDevice {
     /// called whenever the device acts at `now`, it starts, in arrival order, every queued
     /// chunk copy whose first flash operation could have started since the last call
     /// (`since`) and by `now`, so a host request arriving at `now` waits at most for the copy
-    /// operations already under way on its chip, not for the whole command. Copies into one
-    /// block keep their order (a copy waits behind an earlier one to the same zone and die).
-    /// Like background plugging this is found lazily: calling it more often places the same
-    /// copies at the same times.
+    /// operations already under way on its chip, not for the whole command (a chip busy with
+    /// normal requests gives the copies turns between them: [`ZonedDevice::copy_turn`]).
+    /// Copies into one block keep their order (a copy waits behind an earlier one to the same
+    /// zone and die). Like background plugging this is found lazily: calling it more often
+    /// places the same copies at the same times.
     pub(crate) fn pump_copies(&mut self, now: Nanos, since: Nanos) {
         if self.plus.copy_queue.is_empty() || now < self.plus.next_start {
             return;
@@ -755,6 +778,61 @@ impl ZonedDevice {
         }
         self.plus.copy_queue = kept;
         self.plus.next_start = next;
+    }
+
+    /// A copy's flash operation on `die` ends at `end`.
+    fn note_copy_op(&mut self, die: zonelab_flash::DieId, end: Nanos) {
+        let i = die.0 as usize;
+        if self.plus.copy_until.len() <= i {
+            self.plus.copy_until.resize(i + 1, Nanos::ZERO);
+        }
+        self.plus.copy_until[i] = self.plus.copy_until[i].max(end);
+    }
+
+    /// Before a normal flash operation of `duration` is placed on `die` from `at`: the die
+    /// serves normal requests and queued zone_compaction copies in turn (round robin). If
+    /// the operation must wait there, and the operation it would follow is a normal one (no
+    /// copy operation on the die ends at or after the time it would start), the first queued
+    /// copy whose first operation is on that die starts ahead of it. So a normal request
+    /// waits for at most one copy operation besides the one under way, as §3.2.1 of seed 000
+    /// asks (the controller reorders normal requests to avoid the convoy effect), and a
+    /// stream of normal requests to a busy die cannot pass a copy over for ever: without
+    /// this, a copy started only when its die was idle.
+    pub(crate) fn copy_turn(
+        &mut self,
+        now: Nanos,
+        at: Nanos,
+        die: zonelab_flash::DieId,
+        duration: Nanos,
+    ) {
+        if self.plus.copy_queue.is_empty() {
+            return;
+        }
+        let start = self.flash.die_free_span(die, at, duration);
+        let last_copy = self.plus.copy_until.get(die.0 as usize).copied();
+        if start <= at || last_copy.is_some_and(|t| t >= start) {
+            return;
+        }
+        // Copies into one block keep their order: only the first queued of each (zone, die).
+        let mut seen: Vec<(u32, zonelab_flash::DieId)> = Vec::new();
+        let next = self.plus.copy_queue.iter().position(|q| {
+            let key = (q.zone, q.die);
+            if seen.contains(&key) {
+                return false;
+            }
+            seen.push(key);
+            q.earliest <= start && q.op.first_on(q.die, die)
+        });
+        if let Some(i) = next {
+            let q = self
+                .plus
+                .copy_queue
+                .remove(i)
+                .expect("a position in the queue");
+            let from = q.earliest.max(at);
+            self.start_copy(now, from, q);
+            self.plus.next_start = Nanos::ZERO;
+        }
     }
 
     /// Starts at once (from `now`, ahead of the chips' turn) the queued copies into `zone`
@@ -1362,6 +1440,9 @@ impl ZonedDevice {
         self.plus.wp_progress.clear();
         self.plus.tail_ready.clear();
         self.plus.last_pass = at;
+        for t in &mut self.plus.copy_until {
+            *t = (*t).min(at);
+        }
         for tl in self.plus.tl.values_mut() {
             tl.ready = tl.ready.min(at);
             tl.read_ahead.clear();
@@ -1755,6 +1836,54 @@ mod tests {
         assert!(
             beside <= alone + longest_op,
             "the read waits for the operations under way only: {beside} vs {alone} alone"
+        );
+    }
+
+    #[test]
+    fn a_stream_of_reads_to_busy_chips_takes_turns_with_the_copies() {
+        // Copybacks of zone 0 into zone 1 (4 per die) while reads of zone 2 arrive on every
+        // die twice as fast as the dies serve them: the dies never idle until the reads stop.
+        let run = |compact: bool| -> (Nanos, Nanos, Nanos) {
+            let mut d = small(&[]);
+            let t = fill(&mut d, 0, 0, Nanos(0));
+            let t = fill(&mut d, 2, 900, t) + LATER;
+            let step = Nanos(d.profile.flash.read.0.0 / 2);
+            let mut worst = Nanos::ZERO;
+            let mut last = t;
+            let mut ticket = None;
+            for k in 0..120u64 {
+                let at = t + Nanos(step.0 * k);
+                if compact && k == 10 {
+                    ticket = Some(queue_compaction(&mut d, at, &lbas(0..64), &lbas(64..128)));
+                }
+                for c in 0..4 {
+                    let r = d.read(at, at, Lba(128 + 4 * c), 1, None);
+                    assert!(r.status.is_ok(), "{:?}", r.status);
+                    worst = worst.max(r.done - at);
+                    last = last.max(r.done);
+                }
+            }
+            let done = ticket.map_or(t, |k| d.compaction_completion(k));
+            if compact {
+                assert_eq!(fp_of(&mut d, done, 64), fp(0));
+                assert_eq!(fp_of(&mut d, done, 127), fp(63));
+            }
+            (done, last, worst)
+        };
+        let (_, last_alone, worst_alone) = run(false);
+        let (done, last, worst) = run(true);
+        let copyback = small(&[]).profile.flash.copyback.0;
+        assert!(
+            done < last_alone,
+            "the copies get turns while the reads keep the dies busy: done {done}, reads until {last_alone}"
+        );
+        assert!(
+            last <= last_alone + copyback.times(4),
+            "the reads are delayed by their dies' four copies at most: {last} vs {last_alone}"
+        );
+        assert!(
+            worst <= worst_alone + copyback.times(4),
+            "no read waits for more than its die's copies: {worst} vs {worst_alone}"
         );
     }
 
