@@ -1693,6 +1693,15 @@ mod tests {
 
     const LATER: Nanos = Nanos(50_000_000);
 
+    /// The small device with zones 0 (fingerprints 0..) and 2 (900..) written, and a time a
+    /// while after: a compaction out of zone 0 and reads of zone 2 use the same dies.
+    fn zones_0_and_2_full() -> (ZonedDevice, Nanos) {
+        let mut d = small(&[]);
+        let t = fill(&mut d, 0, 0, Nanos(0));
+        let t = fill(&mut d, 2, 900, t) + LATER;
+        (d, t)
+    }
+
     /// zone_compaction at `t` whose copies are queued: its ticket.
     fn queue_compaction(d: &mut ZonedDevice, t: Nanos, src: &[Lba], dst: &[Lba]) -> u64 {
         let c = d.zone_compaction(t, t, src, dst);
@@ -1815,9 +1824,7 @@ mod tests {
     fn a_read_on_a_chip_the_copies_use_waits_only_for_the_copy_under_way() {
         // Read + program copies (chunk k -> chunk k + 1) keep every chip busy for a while.
         let run = |compact: bool| -> (Nanos, Nanos) {
-            let mut d = small(&[]);
-            let t = fill(&mut d, 0, 0, Nanos(0));
-            let t = fill(&mut d, 2, 0, t) + LATER;
+            let (mut d, t) = zones_0_and_2_full();
             let ticket = compact.then(|| queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124)));
             // A read of another zone on the same chips, while the copies run.
             let t2 = t + Nanos::from_us(300);
@@ -1844,9 +1851,7 @@ mod tests {
         // Copybacks of zone 0 into zone 1 (4 per die) while reads of zone 2 arrive on every
         // die twice as fast as the dies serve them: the dies never idle until the reads stop.
         let run = |compact: bool| -> (Nanos, Nanos, Nanos) {
-            let mut d = small(&[]);
-            let t = fill(&mut d, 0, 0, Nanos(0));
-            let t = fill(&mut d, 2, 900, t) + LATER;
+            let (mut d, t) = zones_0_and_2_full();
             let step = Nanos(d.profile.flash.read.0.0 / 2);
             let mut worst = Nanos::ZERO;
             let mut last = t;
@@ -1893,9 +1898,7 @@ mod tests {
         // then the host writes zone 1 at its write pointer (offset 60: chunk 15, one die) and
         // reads zone 2 on another die.
         let run = |write: bool| -> (Nanos, Nanos) {
-            let mut d = small(&[]);
-            let t = fill(&mut d, 0, 0, Nanos(0));
-            let t = fill(&mut d, 2, 900, t) + LATER;
+            let (mut d, t) = zones_0_and_2_full();
             let ticket = queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124));
             let t2 = t + Nanos::from_us(300);
             let written_die = d.map.die_of(1, 15);
