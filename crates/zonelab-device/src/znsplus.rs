@@ -684,11 +684,17 @@ impl ZonedDevice {
     ) -> Nanos {
         let mut data_at = at.max(data_in);
         for &(page, bytes) in reads {
-            let read = self.flash.read(now, at, page, bytes);
-            self.note_copy_op(page.block.die, read);
-            data_at = data_at.max(read);
+            data_at = data_at.max(self.copy_read(now, at, page, bytes));
         }
         self.buffer.admit(data_at, blocks)
+    }
+
+    /// Places a copy's read of `bytes` of `page` from `at`; returns when its data is in the
+    /// controller.
+    fn copy_read(&mut self, now: Nanos, at: Nanos, page: PageAddr, bytes: u64) -> Nanos {
+        let done = self.flash.read(now, at, page, bytes);
+        self.note_copy_op(page.block.die, done);
+        done
     }
 
     /// Programs chunk `chunk` of `zone` at `dst` from the write buffer, no earlier than `at`,
@@ -765,9 +771,7 @@ impl ZonedDevice {
                 left.push((page, bytes));
                 continue;
             }
-            let done = self.flash.read(now, from, page, bytes);
-            self.note_copy_op(die, done);
-            *data_in = (*data_in).max(done);
+            *data_in = (*data_in).max(self.copy_read(now, from, page, bytes));
         }
         *reads = left;
     }
@@ -818,11 +822,9 @@ impl ZonedDevice {
                 continue;
             }
             let from = q.earliest.max(since);
-            let mut s = self.copy_start(&q, from);
-            if s <= now && q.has_reads() {
-                self.place_copy_reads(since, from, &mut q, now, None);
-                s = self.copy_start(&q, from);
-            }
+            // Its reads whose dies are free by now; then its next operation.
+            self.place_copy_reads(since, from, &mut q, now, None);
+            let s = self.copy_start(&q, from);
             if s <= now {
                 self.start_copy(since, from, q);
             } else {
