@@ -798,10 +798,12 @@ impl ZonedDevice {
 
     /// The chips take queued compaction copies when idle (seed 000 §3.2.1: the controller
     /// schedules the copies and "can reorder normal requests to avoid the convoy effect"):
-    /// called whenever the device acts at `now`, it places, in arrival order, each flash
-    /// operation of a queued chunk copy that could have started since the last call (`since`)
-    /// and by `now` on an idle die: a copyback, a read of a read-and-program copy, or its
-    /// program once its data is in. Each operation waits for its own die, so a host request
+    /// called whenever the device acts at `now`, it places each flash operation of a queued
+    /// chunk copy that could have started since the last call (`since`) and by `now` on an
+    /// idle die: first the reads of read-and-program copies, then, in arrival order, each
+    /// copyback, and each program whose data is in. (Were a die's next program placed before
+    /// a read another die's program waits for, that die would idle until the program is
+    /// done.) Each operation waits for its own die, so a host request
     /// arriving at `now` waits at most for the copy operations already under way on its
     /// chip, not for the whole command (a chip busy with normal requests gives the copies
     /// turns between them: [`ZonedDevice::copy_turn`]). Copies into one block keep their
@@ -814,16 +816,24 @@ impl ZonedDevice {
         }
         let mut blocked: Vec<(u32, zonelab_flash::DieId)> = Vec::new();
         let mut next = Nanos::MAX;
-        let mut kept = VecDeque::with_capacity(self.plus.copy_queue.len());
-        while let Some(mut q) = self.plus.copy_queue.pop_front() {
+        // The reads first: a read waits for no other copy, and a program waits for its data.
+        let mut queue = std::mem::take(&mut self.plus.copy_queue);
+        for q in queue.iter_mut() {
+            let from = q.earliest.max(since);
+            self.place_copy_reads(since, from, q, now, None);
+        }
+        let mut kept = VecDeque::with_capacity(queue.len());
+        while let Some(q) = queue.pop_front() {
             let key = (q.zone, q.die);
+            let from = q.earliest.max(since);
             if blocked.contains(&key) {
+                // Behind an earlier copy into its block, but its reads may go meanwhile.
+                if q.has_reads() {
+                    next = next.min(self.copy_start(&q, from));
+                }
                 kept.push_back(q);
                 continue;
             }
-            let from = q.earliest.max(since);
-            // Its reads whose dies are free by now; then its next operation.
-            self.place_copy_reads(since, from, &mut q, now, None);
             let s = self.copy_start(&q, from);
             if s <= now {
                 self.start_copy(since, from, q);
@@ -925,19 +935,32 @@ impl ZonedDevice {
         self.force_copies_where(now, |q| q.zone == zone && dies.contains(&q.die));
     }
 
-    /// Starts at once the queued copies `pick` selects, in queue order.
+    /// Starts at once the queued copies `pick` selects: first the reads of the read-and-program
+    /// ones, each where its die is free, then each copy's program or copyback, in queue order.
+    /// The reads are short and a program waits for its data: a read placed behind another
+    /// copy's program on its die would leave the destination die idle until that program is
+    /// done, so the controller reads the batch ahead, as the chips do for queued copies
+    /// ([`ZonedDevice::pump_copies`]).
     fn force_copies_where(&mut self, now: Nanos, pick: impl Fn(&QueuedCopy) -> bool) {
         if self.plus.copy_queue.is_empty() {
             return;
         }
         let mut kept = VecDeque::with_capacity(self.plus.copy_queue.len());
+        let mut picked = Vec::new();
         while let Some(q) = self.plus.copy_queue.pop_front() {
             if pick(&q) {
-                let from = q.earliest.max(now);
-                self.start_copy(now, from, q);
+                picked.push(q);
             } else {
                 kept.push_back(q);
             }
+        }
+        for q in &mut picked {
+            let from = q.earliest.max(now);
+            self.place_copy_reads(now, from, q, Nanos::MAX, None);
+        }
+        for q in picked {
+            let from = q.earliest.max(now);
+            self.start_copy(now, from, q);
         }
         self.plus.copy_queue = kept;
         self.plus.next_start = Nanos::ZERO;
@@ -2024,6 +2047,37 @@ mod tests {
             after_write <= alone + Nanos::from_us(100),
             "a read of another die waits as without the write: {after_write} vs {alone}"
         );
+    }
+
+    #[test]
+    fn read_and_program_copies_read_ahead_of_their_programs() {
+        // Read + program copies (chunk k -> chunk k + 1): every die reads for the next die
+        // and programs for the one before, four of each at most. A die that does its next
+        // program before a read another die waits for leaves that die idle; reading first,
+        // every die finishes its reads and programs back to back once the first data is in.
+        // So it is whether the chips take the copies as they come idle, or a command
+        // starts them at once.
+        let f = &small(&[]).profile.flash;
+        let (read, program) = (
+            f.read.0 + f.page_transfer.0,
+            f.program.0 + f.page_transfer.0,
+        );
+        let bound = read.times(5) + program.times(4);
+        for at_once in [false, true] {
+            let (mut d, t) = zones_0_and_2_full();
+            let ticket = queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124));
+            if at_once {
+                d.start_queued_copies();
+            }
+            let done = d.compaction_completion(ticket);
+            assert_eq!(fp_of(&mut d, done, 68), fp(0));
+            assert_eq!(fp_of(&mut d, done, 123), fp(55));
+            assert!(
+                done - t <= bound,
+                "copies (started at once: {at_once}) take {}, more than {bound}",
+                done - t
+            );
+        }
     }
 
     #[test]
