@@ -2108,11 +2108,26 @@ impl Fs {
     /// changes, then the checkpoint pack; zones emptied by cleaning become free (and are
     /// reset). Blocks every other call while it runs (seed 000 §3.1, "metadata update").
     pub async fn checkpoint(&self) -> FsResult<()> {
-        let _all = self.inner.cp_lock.acquire(CP_SHARES).await;
-        self.checkpoint_locked().await
+        self.checkpoint_after(Vec::new()).await
     }
 
-    async fn checkpoint_locked(&self) -> FsResult<()> {
+    /// A checkpoint whose pack waits for `moves` (a cleaning's writes and copies): its nodes
+    /// and metadata are written meanwhile, as F2FS's write_checkpoint writes the dirty nodes
+    /// and meta pages, then waits for all writeback (the pages cleaning moved among them)
+    /// before it commits the pack. The pack still follows every moved block, so a crash
+    /// before it leaves the last checkpoint, whose blocks the moves did not touch.
+    async fn checkpoint_after(
+        &self,
+        moves: Vec<zonelab_sim::JoinHandle<FsResult<()>>>,
+    ) -> FsResult<()> {
+        let _all = self.inner.cp_lock.acquire(CP_SHARES).await;
+        self.checkpoint_locked(moves).await
+    }
+
+    async fn checkpoint_locked(
+        &self,
+        moves: Vec<zonelab_sim::JoinHandle<FsResult<()>>>,
+    ) -> FsResult<()> {
         if let Some(e) = self.inner.zone_job_error.borrow_mut().take() {
             return Err(e);
         }
@@ -2210,6 +2225,7 @@ impl Fs {
             let mut st = self.inner.st.borrow_mut();
             ssa_written.into_iter().for_each(|a| st.cache.put_meta(a));
         }
+        join_all(moves).await?;
         self.inner.dev.flush().await?;
         let pack = layout.cp_pack((cp.version % 2) as u32);
         let blocks = cp.encode();
@@ -2355,16 +2371,19 @@ impl Fs {
         }
     }
 
-    /// Makes cleaned victims durable: waits for their moves (host writes and device copies),
-    /// checkpoints, which frees their zones, and counts them. The wait and the checkpoint count
-    /// in the last one's checkpoint phase (seed 000 §4.1 Fig. 6: "the checkpoint phase must wait
-    /// for the persistent completion of the previous phases").
+    /// Makes cleaned victims durable: a checkpoint that writes its nodes and metadata while
+    /// their moves (host writes and device copies) are still under way and its pack once they
+    /// are done ([`Fs::checkpoint_after`]), which frees their zones; and counts them. The
+    /// checkpoint, with its wait, counts in the last one's checkpoint phase (seed 000 §4.1
+    /// Fig. 6: "the checkpoint phase must wait for the persistent completion of the previous
+    /// phases").
     async fn checkpoint_cleaned(&self, mut cleaned: Vec<Cleaned>) -> FsResult<()> {
         let t = self.inner.sim.now();
-        for c in &mut cleaned {
-            join_all(std::mem::take(&mut c.moves)).await?;
-        }
-        self.checkpoint().await?;
+        let moves = cleaned
+            .iter_mut()
+            .flat_map(|c| std::mem::take(&mut c.moves))
+            .collect();
+        self.checkpoint_after(moves).await?;
         if let Some(last) = cleaned.last_mut() {
             last.time.checkpoint += self.inner.sim.now() - t;
         }

@@ -1440,12 +1440,21 @@ fn commands_recorded(
     prepare: impl AsyncFnOnce(&Fs) + 'static,
     recorded: impl AsyncFnOnce(&Fs) + 'static,
 ) -> Vec<zonelab_device::record::Recorded> {
+    commands_recorded_under(Box::new(F2fs), prepare, recorded)
+}
+
+/// [`commands_recorded`] with the file system under `policy`.
+fn commands_recorded_under(
+    policy: Box<dyn Policy>,
+    prepare: impl AsyncFnOnce(&Fs) + 'static,
+    recorded: impl AsyncFnOnce(&Fs) + 'static,
+) -> Vec<zonelab_device::record::Recorded> {
     let (sim, stack) = small_device_under(PayloadMode::Fingerprint, &[], IoScheduler::None);
     let log = Rc::new(zonelab_device::record::CommandLog::new());
     let s = sim.clone();
     let lg = log.clone();
     run(&sim, async move {
-        let fs = format(&s, &stack).await;
+        let fs = format_with(&s, &stack, policy).await;
         prepare(&fs).await;
         stack.record_into(Some(lg));
         recorded(&fs).await;
@@ -1488,6 +1497,82 @@ fn writeback_issues_the_files_writes_without_waiting_for_each() {
         data.iter().all(|r| r.now < first_done),
         "writes waited for each other: {:?}",
         data.iter().map(|r| (r.now, r.done)).collect::<Vec<_>>()
+    );
+}
+
+/// A cleaning's checkpoint writes its nodes and metadata while the victim's moves (here IZC's
+/// device copies) are still under way, and writes its checkpoint pack only once they are done:
+/// F2FS's write_checkpoint flushes the dirty nodes and metadata, then waits for all writeback
+/// (the cleaned data with it) before it commits the pack.
+#[test]
+fn a_cleaning_checkpoint_writes_its_metadata_while_the_moves_run_and_commits_after_them() {
+    use zonelab_device::record::DeviceCmd;
+    let izc = Box::new(Izc {
+        copy: InStorage {
+            cached: CachedPages::Device,
+            allocation: Allocation::CopybackAware,
+        },
+    });
+    let log = commands_recorded_under(
+        izc,
+        // 384 blocks of a, then 384 of b: once a is gone, the first zone holds b's first 128
+        // blocks and is the emptiest full zone.
+        async |fs| {
+            for name in ["a", "b"] {
+                let f = fs.create(ROOT_INO, name, 0o644, 0, 0).await.unwrap();
+                fs.write(f.ino, 0, OwnedData::Fingerprints(vec![7; 384]))
+                    .await
+                    .unwrap();
+                fs.sync().await.unwrap();
+            }
+            fs.unlink(ROOT_INO, "a").await.unwrap();
+            fs.sync().await.unwrap();
+        },
+        async |fs| {
+            assert!(fs.clean_one(true).await.unwrap(), "a zone to clean");
+            assert_eq!(fs.stats().zones_cleaned_in_device, 1);
+        },
+    );
+    let submitted = log
+        .iter()
+        .find(|r| matches!(r.cmd, DeviceCmd::ZoneCompaction { .. }))
+        .expect("a zone_compaction")
+        .now;
+    // When the host learnt that the copies were all under way (its last look at them).
+    let copied = log
+        .iter()
+        .filter(|r| matches!(r.cmd, DeviceCmd::Settle))
+        .map(|r| r.done)
+        .max()
+        .expect("the copies were queued");
+    let writes: Vec<(u64, Nanos)> = log
+        .iter()
+        .filter_map(|r| match &r.cmd {
+            DeviceCmd::Write { slba, .. } => Some((slba.0, r.now)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        writes.iter().any(|&(_, t)| t > submitted && t < copied),
+        "no checkpoint write before the copies were done at {copied}: {writes:?}"
+    );
+    // The pack: the writes between the checkpoint's last two flushes.
+    let flushes: Vec<Nanos> = log
+        .iter()
+        .filter(|r| matches!(r.cmd, DeviceCmd::Flush))
+        .map(|r| r.now)
+        .collect();
+    let [.., before_pack, after_pack] = flushes[..] else {
+        panic!("a checkpoint flushes twice: {flushes:?}");
+    };
+    let pack: Vec<&(u64, Nanos)> = writes
+        .iter()
+        .filter(|&&(_, t)| t >= before_pack && t <= after_pack)
+        .collect();
+    assert!(!pack.is_empty(), "no checkpoint pack between {flushes:?}");
+    assert!(
+        pack.iter().all(|&&(_, t)| t >= copied),
+        "the pack went before the copies were done at {copied}: {pack:?}"
     );
 }
 
