@@ -803,13 +803,12 @@ impl ZonedDevice {
     /// idle die: first the reads of read-and-program copies, then, in arrival order, each
     /// copyback, and each program whose data is in. (Were a die's next program placed before
     /// a read another die's program waits for, that die would idle until the program is
-    /// done.) Each operation waits for its own die, so a host request
-    /// arriving at `now` waits at most for the copy operations already under way on its
-    /// chip, not for the whole command (a chip busy with normal requests gives the copies
-    /// turns between them: [`ZonedDevice::copy_turn`]). Copies into one block keep their
-    /// order (a copy waits behind an earlier one to the same zone and die). Like background
-    /// plugging this is found lazily: calling it more often places the same copies at the
-    /// same times.
+    /// done.) Each operation waits for its own die, so a host request arriving at `now` waits
+    /// at most for the copy operations already under way on its chip, not for the whole
+    /// command (a chip busy with normal requests gives the copies turns between them:
+    /// [`ZonedDevice::copy_turn`]). Copies into one block keep their order (a copy waits
+    /// behind an earlier one to the same zone and die). Like background plugging this is
+    /// found lazily: calling it more often places the same copies at the same times.
     pub(crate) fn pump_copies(&mut self, now: Nanos, since: Nanos) {
         if self.plus.copy_queue.is_empty() || now < self.plus.next_start {
             return;

@@ -2121,13 +2121,6 @@ impl Fs {
         moves: Vec<zonelab_sim::JoinHandle<FsResult<()>>>,
     ) -> FsResult<()> {
         let _all = self.inner.cp_lock.acquire(CP_SHARES).await;
-        self.checkpoint_locked(moves).await
-    }
-
-    async fn checkpoint_locked(
-        &self,
-        moves: Vec<zonelab_sim::JoinHandle<FsResult<()>>>,
-    ) -> FsResult<()> {
         if let Some(e) = self.inner.zone_job_error.borrow_mut().take() {
             return Err(e);
         }
