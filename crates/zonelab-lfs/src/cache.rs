@@ -502,6 +502,14 @@ impl Cache {
     }
 
     /// Dirty page indices of an inode, in file order.
+    /// Whether a write of a page of `ino` is in flight ([`Cache::take_dirty`] until
+    /// [`Cache::end_writeback`]).
+    pub fn under_writeback(&self, ino: Ino) -> bool {
+        self.pages
+            .get(&ino)
+            .is_some_and(|ps| ps.values().any(|p| p.writeback > 0))
+    }
+
     pub fn dirty_of(&self, ino: Ino) -> Vec<u64> {
         self.dirty
             .get(&ino)

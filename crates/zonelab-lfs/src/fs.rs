@@ -474,6 +474,8 @@ pub(crate) struct Inner {
     /// waiting for a zone's to end.
     pub read_pins: RefCell<BTreeMap<u32, u32>>,
     pub reads_unpinned: Notify,
+    /// Woken whenever writes of cached pages or nodes complete ([`Fs::write_back`]).
+    pub writeback_ended: Notify,
 }
 
 /// A device read in flight from a main-area zone, taken in the same step as the block's address
@@ -828,6 +830,7 @@ impl Fs {
                 zone_job_error: RefCell::new(None),
                 read_pins: RefCell::new(BTreeMap::new()),
                 reads_unpinned: Notify::new(),
+                writeback_ended: Notify::new(),
             }),
         }
     }
@@ -1933,8 +1936,16 @@ impl Fs {
             for w in written {
                 st.cache.end_writeback(w);
             }
+            fs.inner.writeback_ended.notify_all();
             r
         })
+    }
+
+    /// Waits until no write of a page of `ino` is in flight, whoever issued it.
+    async fn wait_on_writeback(&self, ino: Ino) {
+        while self.inner.st.borrow().cache.under_writeback(ino) {
+            self.inner.writeback_ended.notified().await;
+        }
     }
 
     // ---- inode lifetime ----
@@ -3609,6 +3620,10 @@ impl FileSystem for Fs {
         let l = lock.lock().await;
         let i = self.inode(ino).await?;
         self.write_inode_pages(ino, None).await?;
+        // Pages the flusher (or a cleaning) took are written by it, and may not have reached
+        // the device yet: wait for them too, as F2FS's fsync waits on every page of the file
+        // under writeback (file_write_and_wait_range) before it writes the inode.
+        self.wait_on_writeback(ino).await;
         // F2FS's rule: roll-forward can restore a regular file with one link whose directory
         // entry is recoverable from the inode; anything else needs a checkpoint. The name the
         // inode keeps must be its entry: after a hard link and the unlink of the first name it
