@@ -673,12 +673,14 @@ mod tests {
         let img = decode(V2_IMAGE).unwrap();
         // The old profile layout was read field by field; the fields added since are off: its
         // link stays the full-duplex one it was written with, its writes complete from the
-        // buffer and its reads free their die after sensing, as they did.
+        // buffer, its reads free their die after sensing and its programs hold their die
+        // for the transfer, as they did.
         let ov = Profile::parse_overrides(&[
             "zones=4".to_string(),
             "pcie_duplex=\"full\"".to_string(),
             "write_completion=\"buffered\"".to_string(),
             "read_holds_die=false".to_string(),
+            "cache_program=false".to_string(),
         ])
         .unwrap();
         let want = Profile::load("znsplus-mlc", &ov).unwrap();
@@ -776,19 +778,26 @@ mod tests {
         older_format_loads(3, &ZonedDevice::fields_added_since_image_v3());
     }
 
-    /// The flash array's setting that images leave out comes back from the profile: the
-    /// ZNS+ profiles' reads hold their die until the data is out.
+    /// The flash array's modes that images leave out come back from the profile: the ZNS+
+    /// profiles' reads hold their die until the data is out, and their dies cache programs.
     #[test]
-    fn loaded_devices_take_the_read_hold_from_their_profile() {
-        let d = device();
-        assert!(d.flash().timing().read_holds_die);
+    fn loaded_devices_take_the_flash_modes_from_their_profile() {
+        let modes = |d: &ZonedDevice| {
+            let t = d.flash().timing();
+            (t.read_holds_die, t.cache_program)
+        };
+        assert_eq!(modes(&device()), (true, true));
         let img = decode(&image_bytes()).unwrap();
-        assert!(img.device.flash().timing().read_holds_die);
-        let ov = Profile::parse_overrides(&["read_holds_die=false".to_string()]).unwrap();
+        assert_eq!(modes(&img.device), (true, true));
+        let ov = Profile::parse_overrides(&[
+            "read_holds_die=false".to_string(),
+            "cache_program=false".to_string(),
+        ])
+        .unwrap();
         let p = Profile::load("znsplus-mlc", &ov).unwrap();
         let off = ZonedDevice::new(p, PayloadMode::Full).unwrap();
         let img = decode(&encode(Nanos::ZERO, &off).unwrap()).unwrap();
-        assert!(!img.device.flash().timing().read_holds_die);
+        assert_eq!(modes(&img.device), (false, false));
     }
 
     /// A format 4 image (before the ZNS+ counters' block counts) loads, with those counts at

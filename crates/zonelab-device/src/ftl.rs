@@ -546,6 +546,7 @@ mod tests {
                 copyback: Nanos(520),
                 page_transfer: Nanos(10),
                 read_holds_die: false,
+                cache_program: false,
             },
         )
     }

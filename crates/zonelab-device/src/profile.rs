@@ -242,6 +242,11 @@ pub struct FlashSection {
     /// next page while the last goes out.
     #[serde(default)]
     pub read_holds_die: bool,
+    /// A die takes the next program's data while it programs the page before (NAND cache
+    /// program, [`zonelab_flash::FlashTiming::cache_program`]). Off by default: each program
+    /// holds its die for the transfer and tPROG.
+    #[serde(default)]
+    pub cache_program: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -471,6 +476,7 @@ impl Profile {
             copyback: f.copyback.0,
             page_transfer: f.page_transfer.0,
             read_holds_die: f.read_holds_die,
+            cache_program: f.cache_program,
         }
     }
     /// LBAs per flash page (a chunk, seed 000 §2.1).
@@ -775,7 +781,7 @@ pub mod as_toml_text {
 /// The profile as device images of formats 1 and 2 hold it: field after field without names
 /// (postcard), with the controller section of that time, which lacked `reset_unmap_variation`,
 /// `housekeeping_tick` and `management_window_ticks`, and the flash section without
-/// `read_holds_die`. Read this way those are off (their serde defaults, as in a profile file
+/// `read_holds_die` and `cache_program`. Read this way those are off (their serde defaults, as in a profile file
 /// without them). From format 3 on images hold the
 /// profile as text ([`as_toml_text`]), so this is the only old layout there is to read.
 pub mod image_v2_layout {
@@ -849,6 +855,7 @@ pub mod image_v2_layout {
                 copyback: p.flash.copyback,
                 page_transfer: p.flash.page_transfer,
                 read_holds_die: false,
+                cache_program: false,
             },
             // Every field named, so that a field added later must be decided on here too.
             controller: ControllerSection {
@@ -930,6 +937,8 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
                 ("zns", "conventional_zones"),
                 ("ftl", "gc_free_blocks"),
                 ("ftl", "gc_burst"),
+                ("flash", "read_holds_die"),
+                ("flash", "cache_program"),
                 ("controller", "reset_unmap_variation"),
                 ("controller", "housekeeping_tick"),
                 ("controller", "management_window_ticks"),

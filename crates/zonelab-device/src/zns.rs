@@ -432,11 +432,11 @@ impl ZonedDevice {
     pub fn profile(&self) -> &Profile {
         &self.profile
     }
-    /// Restores, from the profile, what device images leave out: the flash array's
-    /// [`zonelab_flash::FlashTiming::read_holds_die`]. Image loaders call it after decoding.
+    /// Restores, from the profile, what device images leave out: the flash array's modes
+    /// ([`zonelab_flash::FlashTiming::read_holds_die`], `cache_program`). Image loaders call
+    /// it after decoding.
     pub fn restore_from_profile(&mut self) {
-        self.flash
-            .set_read_holds_die(self.profile.flash.read_holds_die);
+        self.flash.set_modes_from(&self.profile.flash_timing());
     }
     pub fn lba_size(&self) -> u64 {
         self.lba_size

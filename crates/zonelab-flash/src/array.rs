@@ -122,10 +122,11 @@ impl FlashArray {
     pub fn geometry(&self) -> &Geometry {
         &self.geometry
     }
-    /// Sets [`FlashTiming::read_holds_die`], which device images do not store (their owner
-    /// restores it from its profile).
-    pub fn set_read_holds_die(&mut self, on: bool) {
-        self.timing.read_holds_die = on;
+    /// Sets the modes of `t` device images do not store ([`FlashTiming::read_holds_die`],
+    /// [`FlashTiming::cache_program`]); their owner restores them from its profile.
+    pub fn set_modes_from(&mut self, t: &FlashTiming) {
+        self.timing.read_holds_die = t.read_holds_die;
+        self.timing.cache_program = t.cache_program;
     }
 
     pub fn timing(&self) -> &FlashTiming {
@@ -227,14 +228,28 @@ impl FlashArray {
     /// die. Returns when the program completes.
     pub fn program(&mut self, now: Nanos, at: Nanos, p: PageAddr) -> Nanos {
         self.check_program(p);
-        self.counters.programs += 1;
         let ch = self.channel_of(p.block.die);
+        self.place_program(now, at, p.block.die.0 as usize, ch)
+    }
+
+    /// The channel transfer and tPROG of a program on `die`, after everything reserved on the
+    /// die (pages of a block are programmed in the order they are asked for). Returns when
+    /// the program completes.
+    fn place_program(&mut self, now: Nanos, at: Nanos, die: usize, ch: usize) -> Nanos {
+        self.counters.programs += 1;
         let xfer = self.timing.page_transfer;
-        let die = p.block.die.0 as usize;
-        // The die must be free to latch the data: plan the transfer where both are free.
-        let die_free = self.dies[die].free_after(at);
-        let xfer_start = self.channels[ch].reserve(now, at.max(die_free), xfer);
         let prog = self.timing.program;
+        let die_free = self.dies[die].free_after(at);
+        if self.timing.cache_program {
+            // The data waits in the cache register from when the die's last operation (taken
+            // to be a program) begins; the die programs it once that one is done.
+            let xfer_start =
+                self.channels[ch].reserve(now, at.max(die_free.saturating_sub(prog)), xfer);
+            let start = self.reserve_die(now, die, (xfer_start + xfer).max(die_free), prog);
+            return start + prog;
+        }
+        // The die must be free to latch the data: plan the transfer where both are free.
+        let xfer_start = self.channels[ch].reserve(now, at.max(die_free), xfer);
         let start = self.reserve_die(now, die, xfer_start, xfer + prog);
         start + xfer + prog
     }
@@ -248,15 +263,8 @@ impl FlashArray {
             die.0 < self.geometry.total_dies(),
             "flash address out of the array: {die:?}"
         );
-        self.counters.programs += 1;
         let ch = self.geometry.channel_of(die) as usize;
-        let xfer = self.timing.page_transfer;
-        let d = die.0 as usize;
-        let die_free = self.dies[d].free_after(at);
-        let xfer_start = self.channels[ch].reserve(now, at.max(die_free), xfer);
-        let prog = self.timing.program;
-        let start = self.reserve_die(now, d, xfer_start, xfer + prog);
-        start + xfer + prog
+        self.place_program(now, at, die.0 as usize, ch)
     }
 
     /// Rolls block `b` back to its first `keep_pages` programmed pages: the programs of the
@@ -398,6 +406,7 @@ mod tests {
             copyback: Nanos::from_us(400),
             page_transfer: Nanos::from_us(24),
             read_holds_die: false,
+            cache_program: false,
         };
         FlashArray::new(g, t)
     }
@@ -425,6 +434,35 @@ mod tests {
         assert_eq!(a.counters().programs, 3);
     }
 
+    /// With cache program a die takes the next page while it programs the last: back-to-back
+    /// programs cost tPROG each after the first transfer, and a transfer waits in the cache
+    /// register for at most the program under way, leaving the channel free meanwhile.
+    #[test]
+    fn cache_program_moves_the_next_page_while_the_die_programs() {
+        let mut a = array();
+        a.set_modes_from(&FlashTiming {
+            cache_program: true,
+            ..a.timing().clone()
+        });
+        let (xfer, prog) = (Nanos::from_us(24), Nanos::from_us(390));
+        let t0 = Nanos(0);
+        assert_eq!(a.program(t0, t0, page(0, 0, 0)), xfer + prog);
+        assert_eq!(a.program(t0, t0, page(0, 0, 1)), xfer + prog.times(2));
+        // The third page's data can enter the register only once the second program begins
+        // (at xfer + prog): the channel stays free before then.
+        assert_eq!(a.program(t0, t0, page(0, 0, 2)), xfer + prog.times(3));
+        assert_eq!(a.channels[0].first_fit(xfer.times(2), xfer), xfer.times(2));
+        assert_eq!(
+            a.channels[0].first_fit(xfer + prog, xfer),
+            xfer + prog + xfer,
+            "the third page crosses the channel as the second program begins"
+        );
+        // Without it each program holds the die for its transfer too.
+        let mut b = array();
+        b.program(t0, t0, page(0, 0, 0));
+        assert_eq!(b.program(t0, t0, page(0, 0, 1)), (xfer + prog).times(2));
+    }
+
     #[test]
     fn read_is_sense_then_transfer() {
         let mut a = array();
@@ -442,7 +480,10 @@ mod tests {
     #[test]
     fn a_read_holding_its_die_keeps_it_until_the_data_is_out() {
         let mut a = array();
-        a.set_read_holds_die(true);
+        a.set_modes_from(&FlashTiming {
+            read_holds_die: true,
+            ..a.timing().clone()
+        });
         let t0 = Nanos(0);
         assert_eq!(a.read(t0, t0, page(0, 0, 0), 16384), Nanos::from_us(59));
         assert_eq!(

@@ -25,6 +25,16 @@ pub struct FlashTiming {
     /// (`flash.read_holds_die`), not stored with the array in device images.
     #[serde(skip)]
     pub read_holds_die: bool,
+    /// Whether a die takes a program's data into its cache register while it still programs
+    /// the page before (NAND cache program): the transfer then waits only for that program to
+    /// have begun, and the die programs page after page at tPROG each. Otherwise the transfer
+    /// waits for the die to be free, and each program holds the die for the transfer and
+    /// tPROG. The ZNS+ authors' FEMU programs this way (github.com/eslab-skku/ZNSplus,
+    /// ssd_io_manager.c, `SSD_PAGE_WRITE`: the page crosses the channel when the channel is
+    /// free and a busy chip adds tPROG after its current work). Set from the device profile
+    /// (`flash.cache_program`), not stored with the array in device images.
+    #[serde(skip)]
+    pub cache_program: bool,
 }
 
 impl FlashTiming {
