@@ -294,6 +294,9 @@ pub struct Cache {
     dirty_nodes_of: FxHashMap<u32, BTreeSet<Nid>>,
     /// Generations handed to entries as they are cached.
     generations: u64,
+    /// Writes of data pages in flight by inode ([`Cache::take_dirty`] until
+    /// [`Cache::end_writeback`]), whether or not the pages are still cached.
+    page_writes: FxHashMap<Ino, u32>,
 }
 
 impl Cache {
@@ -314,6 +317,7 @@ impl Cache {
             dirty_nodes: BTreeSet::new(),
             dirty_nodes_of: FxHashMap::default(),
             generations: 0,
+            page_writes: FxHashMap::default(),
         }
     }
 
@@ -454,6 +458,7 @@ impl Cache {
             self.nfresh -= 1;
         }
         p.writeback += 1;
+        *self.page_writes.entry(ino).or_insert(0) += 1;
         let w = UnderWriteback {
             key: Key::Page(ino, idx),
             generation: p.generation,
@@ -466,6 +471,14 @@ impl Cache {
     /// A write taken by [`Cache::take_dirty`] or [`Cache::take_dirty_node`] completed: the
     /// entry may be evicted again once no other write of it is in flight and it is clean.
     pub fn end_writeback(&mut self, w: UnderWriteback) {
+        if let Key::Page(ino, _) = w.key
+            && let Some(n) = self.page_writes.get_mut(&ino)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.page_writes.remove(&ino);
+            }
+        }
         let (writeback, dirty, lru, generation) = match w.key {
             Key::Page(ino, idx) => {
                 let Some(p) = self.pages.get_mut(&ino).and_then(|f| f.get_mut(&idx)) else {
@@ -505,9 +518,7 @@ impl Cache {
     /// Whether a write of a page of `ino` is in flight ([`Cache::take_dirty`] until
     /// [`Cache::end_writeback`]).
     pub fn under_writeback(&self, ino: Ino) -> bool {
-        self.pages
-            .get(&ino)
-            .is_some_and(|ps| ps.values().any(|p| p.writeback > 0))
+        self.page_writes.contains_key(&ino)
     }
 
     pub fn dirty_of(&self, ino: Ino) -> Vec<u64> {
@@ -775,6 +786,28 @@ mod tests {
             "the meta page used once is evicted first"
         );
         assert!(c.touch_meta(101), "the meta page used twice stays");
+    }
+
+    /// An inode's page writes in flight are counted from take_dirty to end_writeback, even
+    /// when its pages leave the cache meanwhile (a truncation drops them).
+    #[test]
+    fn page_writes_in_flight_are_counted_per_inode() {
+        let mut c = Cache::new(8);
+        c.put_page(1, 0, PageData::Fp(10), true);
+        c.put_page(1, 1, PageData::Fp(11), true);
+        c.put_page(2, 0, PageData::Fp(20), true);
+        assert!(!c.under_writeback(1));
+        let (_, a) = c.take_dirty(1, 0).unwrap();
+        let (_, b) = c.take_dirty(1, 1).unwrap();
+        assert!(c.under_writeback(1) && !c.under_writeback(2));
+        c.end_writeback(a);
+        assert!(
+            c.under_writeback(1),
+            "one of its two writes is still in flight"
+        );
+        c.drop_inode_pages(1);
+        c.end_writeback(b);
+        assert!(!c.under_writeback(1));
     }
 
     #[test]
