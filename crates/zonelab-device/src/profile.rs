@@ -781,9 +781,9 @@ pub mod as_toml_text {
 /// The profile as device images of formats 1 and 2 hold it: field after field without names
 /// (postcard), with the controller section of that time, which lacked `reset_unmap_variation`,
 /// `housekeeping_tick` and `management_window_ticks`, and the flash section without
-/// `read_holds_die` and `cache_program`. Read this way those are off (their serde defaults, as in a profile file
-/// without them). From format 3 on images hold the
-/// profile as text ([`as_toml_text`]), so this is the only old layout there is to read.
+/// `read_holds_die` and `cache_program`. Read this way those are off (their serde defaults, as
+/// in a profile file without them). From format 3 on images hold the profile as text
+/// ([`as_toml_text`]), so this is the only old layout there is to read.
 pub mod image_v2_layout {
     use super::*;
     use serde::Deserializer;

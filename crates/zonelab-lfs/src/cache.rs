@@ -514,13 +514,13 @@ impl Cache {
             .count() as u64
     }
 
-    /// Dirty page indices of an inode, in file order.
     /// Whether a write of a page of `ino` is in flight ([`Cache::take_dirty`] until
     /// [`Cache::end_writeback`]).
     pub fn under_writeback(&self, ino: Ino) -> bool {
         self.page_writes.contains_key(&ino)
     }
 
+    /// Dirty page indices of an inode, in file order.
     pub fn dirty_of(&self, ino: Ino) -> Vec<u64> {
         self.dirty
             .get(&ino)
