@@ -3,6 +3,12 @@
 //! Model invariants are assertions (an impossible state stops the run): pages of a block are
 //! programmed in order, only after the block was erased. Block state is allocated per plane on
 //! first touch, so an untouched multi-terabyte device costs almost nothing.
+//!
+//! Operations are planned when they are asked for, possibly ahead of the die's present work, and
+//! reads, copybacks and erases take the first idle span of their die that fits ([`Timeline`]).
+//! NAND orders the operations of one block in time too (page after page, after the erase), so a
+//! copyback or erase also waits for its block's previous operation to end
+//! ([`BlockState::ready`]); a program follows everything reserved on its die.
 
 use crate::{DieId, FlashTiming, Geometry, Timeline};
 use serde::{Deserialize, Serialize};
@@ -28,6 +34,12 @@ struct BlockState {
     erase_count: u32,
     /// Next page to program; `pages_per_block` when full.
     next_page: u32,
+    /// When the block's last planned program, copyback or erase ends: its next one starts no
+    /// earlier. Timing only, so not stored in images; a loaded array takes the end of each
+    /// die's reservations instead (the order of its blocks' operations before the save is not
+    /// known).
+    #[serde(skip)]
+    ready: Nanos,
 }
 
 /// Operation counters of the whole array.
@@ -82,13 +94,24 @@ impl TryFrom<FlashArrayFields> for FlashArray {
         if f.geometry.channels == 0 {
             return Err("flash array without channels".into());
         }
+        let mut blocks = f.blocks;
+        let planes = f.geometry.planes_per_die.max(1) as usize;
+        for (i, plane) in blocks.iter_mut().enumerate() {
+            let die_free = f
+                .dies
+                .get(i / planes)
+                .map_or(Nanos::ZERO, |d| d.free_after(Nanos::ZERO));
+            for b in plane.iter_mut().flatten() {
+                b.ready = die_free;
+            }
+        }
         Ok(FlashArray {
             channel_div: Divisor::new(f.geometry.channels as u64),
             geometry: f.geometry,
             timing: f.timing,
             dies: f.dies,
             channels: f.channels,
-            blocks: f.blocks,
+            blocks,
             counters: f.counters,
             busy_log: Vec::new(),
             last_transfer: None,
@@ -210,7 +233,9 @@ impl FlashArray {
         (total, max)
     }
 
-    fn check_program(&mut self, p: PageAddr) {
+    /// Checks that `p` is its block's next page to program and counts it programmed; returns
+    /// when the block's previous operation ends.
+    fn check_program(&mut self, p: PageAddr) -> Nanos {
         let ppb = self.geometry.pages_per_block;
         let st = self.state(p.block);
         assert!(
@@ -222,14 +247,28 @@ impl FlashArray {
             st.next_page
         );
         st.next_page += 1;
+        st.ready
+    }
+
+    /// Notes when the last planned operation of block `b` ends.
+    fn set_ready(&mut self, b: BlockAddr, end: Nanos) {
+        let st = self.state(b);
+        st.ready = st.ready.max(end);
     }
 
     /// Programs one page whose data is in the controller: channel transfer, then tPROG on the
-    /// die. Returns when the program completes.
+    /// die, after everything reserved on the die (so after the block's previous operation).
+    /// Returns when the program completes.
     pub fn program(&mut self, now: Nanos, at: Nanos, p: PageAddr) -> Nanos {
-        self.check_program(p);
+        let ready = self.check_program(p);
         let ch = self.channel_of(p.block.die);
-        self.place_program(now, at, p.block.die.0 as usize, ch)
+        let done = self.place_program(now, at, p.block.die.0 as usize, ch);
+        assert!(
+            done - self.timing.program >= ready,
+            "flash invariant broken: program of {p:?} planned before its block's last operation ends"
+        );
+        self.set_ready(p.block, done);
+        done
     }
 
     /// The channel transfer and tPROG of a program on `die`, after everything reserved on the
@@ -290,6 +329,9 @@ impl FlashArray {
     pub fn cancel_after(&mut self, at: Nanos) {
         for t in self.dies.iter_mut().chain(self.channels.iter_mut()) {
             t.cancel_after(at);
+        }
+        for b in self.blocks.iter_mut().flatten().flatten() {
+            b.ready = b.ready.min(at);
         }
     }
 
@@ -355,17 +397,20 @@ impl FlashArray {
     }
 
     /// Copies a page within one plane of a die without using the channel (copyback, seed 000
-    /// §2.1). Source and destination must share die and plane.
+    /// §2.1). Source and destination must share die and plane. The copy takes the first idle
+    /// span of the die after the destination block's previous operation.
     pub fn copyback(&mut self, now: Nanos, at: Nanos, src: PageAddr, dst: PageAddr) -> Nanos {
         assert!(
             src.block.die == dst.block.die && src.block.plane == dst.block.plane,
             "copyback across planes: {src:?} -> {dst:?}"
         );
-        self.check_program(dst);
+        let ready = self.check_program(dst);
         self.counters.copybacks += 1;
         let d = self.timing.copyback;
         let die = dst.block.die.0 as usize;
-        self.reserve_die(now, die, at, d) + d
+        let done = self.reserve_die(now, die, at.max(ready), d) + d;
+        self.set_ready(dst.block, done);
+        done
     }
 
     /// When die `die` could start `duration` of work at or after `from` without delaying
@@ -374,14 +419,18 @@ impl FlashArray {
         self.dies[die.0 as usize].first_fit(from, duration)
     }
 
-    /// Erases a block (tBERS on its die). Returns when the erase completes.
+    /// Erases a block (tBERS on its die, after the block's previous operation). Returns when the
+    /// erase completes.
     pub fn erase(&mut self, now: Nanos, at: Nanos, b: BlockAddr) -> Nanos {
         let st = self.state(b);
         st.erase_count += 1;
         st.next_page = 0;
+        let ready = st.ready;
         self.counters.erases += 1;
         let d = self.timing.erase;
-        self.reserve_die(now, b.die.0 as usize, at, d) + d
+        let done = self.reserve_die(now, b.die.0 as usize, at.max(ready), d) + d;
+        self.set_ready(b, done);
+        done
     }
 }
 
@@ -461,6 +510,57 @@ mod tests {
         let mut b = array();
         b.program(t0, t0, page(0, 0, 0));
         assert_eq!(b.program(t0, t0, page(0, 0, 1)), (xfer + prog).times(2));
+    }
+
+    /// A copyback or erase takes an idle span of its die, but not one before its block's
+    /// previous operation ends: NAND programs a block's pages in order in time, not only in
+    /// the order they are asked for.
+    #[test]
+    fn copybacks_and_erases_wait_for_their_blocks_last_operation() {
+        let mut a = array();
+        let t0 = Nanos(0);
+        let (page_op, cb) = (Nanos::from_us(24 + 390), Nanos::from_us(400));
+        // Page 0 of block 0 has its data only at 1 ms: the die is idle before.
+        let first = a.program(t0, Nanos::from_ms(1), page(0, 0, 0));
+        assert_eq!(first, Nanos::from_ms(1) + page_op);
+        // A copyback into another block takes the idle time.
+        assert_eq!(a.copyback(t0, t0, page(0, 2, 0), page(0, 1, 0)), cb);
+        // A copyback into block 0 waits for its page 0.
+        assert_eq!(a.copyback(t0, t0, page(0, 2, 0), page(0, 0, 1)), first + cb);
+        // So does an erase of block 0; block 1's fits in the die's idle time after its copy.
+        let erase = Nanos::from_ms(3);
+        assert_eq!(a.erase(t0, t0, page(0, 0, 0).block), first + cb + erase);
+        let mut b = array();
+        b.program(t0, Nanos::from_ms(4), page(0, 0, 0));
+        b.copyback(t0, t0, page(0, 2, 0), page(0, 1, 0));
+        assert_eq!(b.erase(t0, t0, page(0, 1, 0).block), cb + erase);
+    }
+
+    /// An array loaded from an image does not know its blocks' order: their copybacks follow
+    /// everything reserved on their dies before the save.
+    #[test]
+    fn a_loaded_array_orders_its_blocks_after_its_dies_reservations() {
+        let mut a = array();
+        let t0 = Nanos(0);
+        a.copyback(t0, Nanos::from_ms(1), page(0, 2, 0), page(0, 0, 0));
+        let fields = FlashArrayFields {
+            geometry: a.geometry.clone(),
+            timing: a.timing.clone(),
+            dies: a.dies.clone(),
+            channels: a.channels.clone(),
+            blocks: a.blocks.clone(),
+            counters: a.counters,
+        };
+        let mut loaded = FlashArray::try_from(fields).expect("valid fields");
+        let cb = Nanos::from_us(400);
+        assert_eq!(
+            loaded.copyback(t0, t0, page(0, 2, 0), page(0, 0, 1)),
+            Nanos::from_ms(1) + cb.times(2)
+        );
+        // A power cut at 0 aborts the planned copy: the block is ready at once again.
+        loaded.cancel_after(t0);
+        loaded.forget_programs(page(0, 0, 0).block, 0);
+        assert_eq!(loaded.copyback(t0, t0, page(0, 2, 0), page(0, 0, 0)), cb);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use zonelab_sim::Nanos;
 const MAX_INTERVALS: usize = 16;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(try_from = "TimelineFields")]
 pub struct Timeline {
     /// Disjoint busy intervals `[start, end)`, sorted; entries before `head` are forgotten.
     /// A plain vector with a moving head: cheaper than a ring buffer for the short lists here.
@@ -20,6 +21,42 @@ pub struct Timeline {
     head: usize,
     /// Total reserved time, for utilization.
     busy_total: Nanos,
+}
+
+/// The serialized fields of a [`Timeline`], in order.
+#[derive(Deserialize)]
+struct TimelineFields {
+    busy: Vec<(Nanos, Nanos)>,
+    head: usize,
+    busy_total: Nanos,
+}
+
+impl TryFrom<TimelineFields> for Timeline {
+    type Error = String;
+    /// Refuses fields no timeline could have (a corrupt device image): a head past the list,
+    /// or live intervals reversed, overlapping or out of order.
+    fn try_from(f: TimelineFields) -> Result<Timeline, String> {
+        let live = f
+            .busy
+            .get(f.head..)
+            .ok_or_else(|| format!("timeline starts at interval {} of {}", f.head, f.busy.len()))?;
+        if let Some((s, e)) = live.iter().find(|(s, e)| s > e) {
+            return Err(format!(
+                "timeline interval ends before it starts: [{s}, {e})"
+            ));
+        }
+        if let Some(w) = live.windows(2).find(|w| w[0].1 > w[1].0) {
+            return Err(format!(
+                "timeline intervals overlap or are out of order: [{}, {}) then [{}, {})",
+                w[0].0, w[0].1, w[1].0, w[1].1
+            ));
+        }
+        Ok(Timeline {
+            busy: f.busy,
+            head: f.head,
+            busy_total: f.busy_total,
+        })
+    }
 }
 
 impl Timeline {
@@ -264,6 +301,27 @@ mod tests {
         assert_eq!(t.busy_total(), Nanos(0));
         assert_eq!(t.free_after(Nanos(3)), Nanos(3));
         assert_eq!(t.reserve(Nanos(0), Nanos(0), Nanos(5)), Nanos(0));
+    }
+
+    /// A timeline's fields are checked when it is read back: a corrupt one is refused, not
+    /// used (and sliced out of range) later.
+    #[test]
+    fn corrupt_fields_are_refused() {
+        let fields = |busy: Vec<(u64, u64)>, head| TimelineFields {
+            busy: busy
+                .into_iter()
+                .map(|(s, e)| (Nanos(s), Nanos(e)))
+                .collect(),
+            head,
+            busy_total: Nanos(0),
+        };
+        assert!(Timeline::try_from(fields(vec![(0, 10), (10, 20)], 1)).is_ok());
+        let err = |f| Timeline::try_from(f).expect_err("corrupt");
+        assert!(err(fields(vec![(0, 10)], 2)).contains("interval 2 of 1"));
+        assert!(err(fields(vec![(10, 5)], 0)).contains("ends before it starts"));
+        assert!(err(fields(vec![(0, 10), (5, 20)], 0)).contains("overlap"));
+        // Forgotten intervals are not checked.
+        assert!(Timeline::try_from(fields(vec![(9, 1), (0, 10)], 1)).is_ok());
     }
 
     proptest! {
