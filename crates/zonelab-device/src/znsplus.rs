@@ -698,7 +698,8 @@ impl ZonedDevice {
     }
 
     /// Programs chunk `chunk` of `zone` at `dst` from the write buffer, no earlier than `at`,
-    /// and frees its buffer space then. Returns when the program completes.
+    /// in its die's idle time (a copy the controller schedules, §3.2.1), and frees its buffer
+    /// space then. Returns when the program completes.
     fn program_chunk(
         &mut self,
         now: Nanos,
@@ -707,7 +708,7 @@ impl ZonedDevice {
         chunk: u64,
         dst: PageAddr,
     ) -> Nanos {
-        let done = self.flash.program(now, at, dst);
+        let done = self.flash.program_in_idle_time(now, at, dst);
         self.note_copy_op(dst.block.die, done);
         self.buffer.release_at(done, self.lbas_per_chunk.get());
         if let Some(t) = self.plus.tl.get_mut(&zone) {

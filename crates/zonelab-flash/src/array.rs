@@ -259,10 +259,15 @@ impl FlashArray {
     /// Programs one page whose data is in the controller: channel transfer, then tPROG on the
     /// die, after everything reserved on the die (so after the block's previous operation).
     /// Returns when the program completes.
+    ///
+    /// Host writes program this way: a program planned into an idle gap ahead of other work
+    /// would take the time a later read, which a thread waits on, could have had (a controller
+    /// serves reads first).
     pub fn program(&mut self, now: Nanos, at: Nanos, p: PageAddr) -> Nanos {
         let ready = self.check_program(p);
-        let ch = self.channel_of(p.block.die);
-        let done = self.place_program(now, at, p.block.die.0 as usize, ch);
+        let die = p.block.die.0 as usize;
+        let after = self.dies[die].free_after(at);
+        let done = self.place_program(now, at, after, die, self.channel_of(p.block.die));
         assert!(
             done - self.timing.program >= ready,
             "flash invariant broken: program of {p:?} planned before its block's last operation ends"
@@ -271,26 +276,72 @@ impl FlashArray {
         done
     }
 
-    /// The channel transfer and tPROG of a program on `die`, after everything reserved on the
-    /// die (pages of a block are programmed in the order they are asked for). Returns when
-    /// the program completes.
-    fn place_program(&mut self, now: Nanos, at: Nanos, die: usize, ch: usize) -> Nanos {
+    /// [`FlashArray::program`] in the first idle span of die and channel after the block's
+    /// previous operation: the programs of the copies the controller schedules into the chips'
+    /// idle time (seed 000 §3.2.1, §3.2.2), which wait for the block only.
+    pub fn program_in_idle_time(&mut self, now: Nanos, at: Nanos, p: PageAddr) -> Nanos {
+        let ready = self.check_program(p);
+        let die = p.block.die.0 as usize;
+        let done = self.place_program(now, at, ready, die, self.channel_of(p.block.die));
+        self.set_ready(p.block, done);
+        done
+    }
+
+    /// The channel transfer and tPROG of a program on `die` whose data is in the controller
+    /// from `at` and whose tPROG starts no earlier than `after`, in the first idle span of die
+    /// and channel that fits. Returns when the program completes.
+    fn place_program(
+        &mut self,
+        now: Nanos,
+        at: Nanos,
+        after: Nanos,
+        die: usize,
+        ch: usize,
+    ) -> Nanos {
         self.counters.programs += 1;
         let xfer = self.timing.page_transfer;
         let prog = self.timing.program;
-        let die_free = self.dies[die].free_after(at);
         if self.timing.cache_program {
-            // The data waits in the cache register from when the die's last operation (taken
-            // to be a program) begins; the die programs it once that one is done.
+            // The data waits in the cache register for at most the operation before the
+            // program's turn on the die (taken to be a program); the die programs it once the
+            // data is in.
+            let turn = self.dies[die].first_fit((at + xfer).max(after), prog);
             let xfer_start =
-                self.channels[ch].reserve(now, at.max(die_free.saturating_sub(prog)), xfer);
-            let start = self.reserve_die(now, die, (xfer_start + xfer).max(die_free), prog);
+                self.channels[ch].reserve(now, at.max(turn.saturating_sub(prog)), xfer);
+            let start = self.reserve_die(now, die, (xfer_start + xfer).max(after), prog);
             return start + prog;
         }
-        // The die must be free to latch the data: plan the transfer where both are free.
-        let xfer_start = self.channels[ch].reserve(now, at.max(die_free), xfer);
-        let start = self.reserve_die(now, die, xfer_start, xfer + prog);
-        start + xfer + prog
+        // The die must be free to latch the data: the transfer starts the die's hold.
+        let fit = self.fit_die_and_channel(die, ch, at.max(after), xfer + prog, Nanos::ZERO, xfer);
+        let start = self.reserve_die(now, die, fit, xfer + prog);
+        let xfer_start = self.channels[ch].reserve(now, start, xfer);
+        (start + xfer + prog).max(xfer_start + xfer + prog)
+    }
+
+    /// The earliest start at or after `from` with die `die` free for `die_span` and channel
+    /// `ch` free for `ch_span` from `ch_offset` after the start (alternate first fits on die
+    /// and channel, each moving later). Past a few tries it gives the last start found, where
+    /// the channel may not be free in time.
+    fn fit_die_and_channel(
+        &self,
+        die: usize,
+        ch: usize,
+        from: Nanos,
+        die_span: Nanos,
+        ch_offset: Nanos,
+        ch_span: Nanos,
+    ) -> Nanos {
+        let mut start = self.dies[die].first_fit(from, die_span);
+        for _ in 0..16 {
+            let on_channel = self.channels[ch].first_fit(start + ch_offset, ch_span);
+            if on_channel == start + ch_offset {
+                break;
+            }
+            // The channel is busy then: start later, reaching it as it frees (strictly later
+            // than before, as `on_channel > start + ch_offset`).
+            start = self.dies[die].first_fit(on_channel - ch_offset, die_span);
+        }
+        start
     }
 
     /// Programs one page outside the blocks the array tracks (a staging area, e.g. where a
@@ -303,7 +354,8 @@ impl FlashArray {
             "flash address out of the array: {die:?}"
         );
         let ch = self.geometry.channel_of(die) as usize;
-        self.place_program(now, at, die.0 as usize, ch)
+        let after = self.dies[die.0 as usize].free_after(at);
+        self.place_program(now, at, after, die.0 as usize, ch)
     }
 
     /// Rolls block `b` back to its first `keep_pages` programmed pages: the programs of the
@@ -367,11 +419,10 @@ impl FlashArray {
     }
 
     /// A read whose die stays busy from sensing until the transfer ends. The controller starts
-    /// the sensing so that the page is ready when the channel is: the earliest start at or
-    /// after `at` with the die free for tR and the transfer, and the channel free for the
-    /// transfer right after tR (alternate first fits on die and channel, each moving later).
-    /// Past a few tries the sensing takes the last start found and the transfer the channel's
-    /// first gap after it (the die then may be free before its data is out).
+    /// the sensing so that the page is ready when the channel is
+    /// ([`FlashArray::fit_die_and_channel`]); where none was found in time the transfer takes
+    /// the channel's first gap after the sensing (the die then may be free before its data is
+    /// out).
     fn read_holding_die(
         &mut self,
         now: Nanos,
@@ -381,16 +432,7 @@ impl FlashArray {
         t_r: Nanos,
         xfer: Nanos,
     ) -> Nanos {
-        let mut sense = self.dies[die].first_fit(at, t_r + xfer);
-        for _ in 0..16 {
-            let out = self.channels[ch].first_fit(sense + t_r, xfer);
-            if out == sense + t_r {
-                break;
-            }
-            // The channel is busy when the page would be ready: sense later, finishing as the
-            // channel frees (strictly later than before, as `out > sense + t_r`).
-            sense = self.dies[die].first_fit(out - t_r, t_r + xfer);
-        }
+        let sense = self.fit_die_and_channel(die, ch, at, t_r + xfer, t_r, xfer);
         let sense = self.reserve_die(now, die, sense, t_r + xfer);
         let out = self.channels[ch].reserve(now, sense + t_r, xfer);
         out + xfer
@@ -510,6 +552,36 @@ mod tests {
         let mut b = array();
         b.program(t0, t0, page(0, 0, 0));
         assert_eq!(b.program(t0, t0, page(0, 0, 1)), (xfer + prog).times(2));
+    }
+
+    /// A copy's program takes an idle span of its die ahead of work planned later, but the
+    /// next page of its block waits for the page before; a host program follows everything
+    /// planned on the die.
+    #[test]
+    fn copy_programs_fill_idle_time_in_block_order() {
+        let mut a = array();
+        let t0 = Nanos(0);
+        let page_op = Nanos::from_us(24 + 390);
+        // Page 0 of block 0 has its data only at 1 ms.
+        let first = a.program(t0, Nanos::from_ms(1), page(0, 0, 0));
+        assert_eq!(first, Nanos::from_ms(1) + page_op);
+        // A copy into block 1 programs before it, in the idle die's time.
+        assert_eq!(a.program_in_idle_time(t0, t0, page(0, 1, 0)), page_op);
+        // A copy into page 1 of block 0 follows page 0 although the die is idle earlier.
+        assert_eq!(
+            a.program_in_idle_time(t0, t0, page(0, 0, 1)),
+            first + page_op
+        );
+        // A host program into block 2 goes after all of it.
+        assert_eq!(a.program(t0, t0, page(0, 2, 0)), first + page_op.times(2));
+        // With cache program too, the copy takes the idle time before the planned page.
+        let mut c = array();
+        c.set_modes_from(&FlashTiming {
+            cache_program: true,
+            ..c.timing().clone()
+        });
+        c.program(t0, Nanos::from_ms(1), page(0, 0, 0));
+        assert_eq!(c.program_in_idle_time(t0, t0, page(0, 1, 0)), page_op);
     }
 
     /// A copyback or erase takes an idle span of its die, but not one before its block's
