@@ -4,11 +4,11 @@
 //! programmed in order, only after the block was erased. Block state is allocated per plane on
 //! first touch, so an untouched multi-terabyte device costs almost nothing.
 //!
-//! Operations are planned when they are asked for, possibly ahead of the die's present work, and
-//! reads, copybacks and erases take the first idle span of their die that fits ([`Timeline`]).
-//! NAND orders the operations of one block in time too (page after page, after the erase), so a
-//! copyback or erase also waits for its block's previous operation to end
-//! ([`BlockState::ready`]); a program follows everything reserved on its die.
+//! Operations are planned when they are asked for, possibly ahead of the die's present work.
+//! Reads, copybacks, erases and the programs of the device's own copies take the first idle span
+//! of their die that fits ([`Timeline`]); a host program follows everything reserved on its die.
+//! NAND orders the operations of one block in time too (page after page, after the erase), so
+//! each also waits for its block's previous operation to end ([`BlockState::ready`]).
 
 use crate::{DieId, FlashTiming, Geometry, Timeline};
 use serde::{Deserialize, Serialize};
@@ -264,25 +264,31 @@ impl FlashArray {
     /// would take the time a later read, which a thread waits on, could have had (a controller
     /// serves reads first).
     pub fn program(&mut self, now: Nanos, at: Nanos, p: PageAddr) -> Nanos {
-        let ready = self.check_program(p);
-        let die = p.block.die.0 as usize;
-        let after = self.dies[die].free_after(at);
-        let done = self.place_program(now, at, after, die, self.channel_of(p.block.die));
-        assert!(
-            done - self.timing.program >= ready,
-            "flash invariant broken: program of {p:?} planned before its block's last operation ends"
-        );
-        self.set_ready(p.block, done);
-        done
+        self.program_page(now, at, p, false)
     }
 
     /// [`FlashArray::program`] in the first idle span of die and channel after the block's
     /// previous operation: the programs of the copies the controller schedules into the chips'
     /// idle time (seed 000 §3.2.1, §3.2.2), which wait for the block only.
     pub fn program_in_idle_time(&mut self, now: Nanos, at: Nanos, p: PageAddr) -> Nanos {
+        self.program_page(now, at, p, true)
+    }
+
+    /// Programs page `p`, its tPROG after the block's previous operation (`in_idle_time`) or
+    /// after everything reserved on the die. Returns when the program completes.
+    fn program_page(&mut self, now: Nanos, at: Nanos, p: PageAddr, in_idle_time: bool) -> Nanos {
         let ready = self.check_program(p);
         let die = p.block.die.0 as usize;
-        let done = self.place_program(now, at, ready, die, self.channel_of(p.block.die));
+        let after = if in_idle_time {
+            ready
+        } else {
+            self.dies[die].free_after(at)
+        };
+        let done = self.place_program(now, at, after, die, self.channel_of(p.block.die));
+        assert!(
+            done - self.timing.program >= ready,
+            "flash invariant broken: program of {p:?} planned before its block's last operation ends"
+        );
         self.set_ready(p.block, done);
         done
     }
