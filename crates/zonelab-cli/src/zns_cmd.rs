@@ -388,8 +388,8 @@ fn zone_compaction(a: CompactionArgs) -> Result<ExitCode> {
     let src: Vec<Lba> = src.iter().map(|&l| Lba(l)).collect();
     let dst: Vec<Lba> = dst.iter().map(|&l| Lba(l)).collect();
     let mut c = img.device.zone_compaction(now, now, &src, &dst);
-    if let Some(ticket) = img.device.take_compaction_ticket() {
-        c.done = img.device.compaction_completion(ticket);
+    if let Some(ticket) = img.device.take_ticket() {
+        c.done = img.device.ticket_completion(ticket);
     }
     let after = img.device.znsplus_counters();
     match finish(&a.image, &mut img, now, c)? {

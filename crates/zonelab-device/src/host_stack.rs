@@ -99,12 +99,16 @@ pub trait StackDevice {
     /// The device acts at `now` with no command: queued in-storage copies start as their
     /// chips allow.
     fn settle(&mut self, now: Nanos);
-    /// After a zone_compaction: its ticket if its copies were queued, its completion then
-    /// coming from [`StackDevice::compaction_status`] (the returned `done` is only when to
-    /// ask first).
-    fn take_compaction_ticket(&mut self) -> Option<u64>;
-    /// A queued zone_compaction's completion, or `Err(t)`: settle at `t` and ask again.
-    fn compaction_status(&mut self, ticket: u64) -> Result<Nanos, Nanos>;
+    /// Whether ZNS+ copies wait for their chips: a write may then complete only as they go
+    /// (it takes a ticket).
+    fn has_queued_copies(&self) -> bool;
+    /// After a zone_compaction or a write: its ticket if flash operations it completes after
+    /// were queued, its completion then coming from [`StackDevice::ticket_status`] (the
+    /// returned `done` is only when to ask first).
+    fn take_ticket(&mut self) -> Option<u64>;
+    /// The completion of a command with queued operations, or `Err(t)`: settle at `t` and
+    /// ask again.
+    fn ticket_status(&mut self, ticket: u64) -> Result<Nanos, Nanos>;
     fn profile(&self) -> &Profile;
     fn lba_size(&self) -> u64;
     fn buffer_limit(&self) -> u64;
@@ -167,11 +171,14 @@ macro_rules! stack_device {
             fn settle(&mut self, now: Nanos) {
                 <$t>::settle(self, now)
             }
-            fn take_compaction_ticket(&mut self) -> Option<u64> {
-                <$t>::take_compaction_ticket(self)
+            fn has_queued_copies(&self) -> bool {
+                <$t>::has_queued_copies(self)
             }
-            fn compaction_status(&mut self, ticket: u64) -> Result<Nanos, Nanos> {
-                <$t>::compaction_status(self, ticket)
+            fn take_ticket(&mut self) -> Option<u64> {
+                <$t>::take_ticket(self)
+            }
+            fn ticket_status(&mut self, ticket: u64) -> Result<Nanos, Nanos> {
+                <$t>::ticket_status(self, ticket)
             }
             fn management_completion(&self, promised: Nanos) -> Nanos {
                 <$t>::management_completion(self, promised)
@@ -473,6 +480,13 @@ impl<D: StackDevice + 'static> HostStack<D> {
         match &cmd {
             IoCmd::ZoneMgmt { .. } => return Err(cmd),
             IoCmd::Write { .. } if self.zone_locking => return Err(cmd),
+            // Its completion may come later than the device first says (programs queued
+            // behind copies).
+            IoCmd::Write { .. } | IoCmd::Append { .. }
+                if self.device.borrow().has_queued_copies() =>
+            {
+                return Err(cmd);
+            }
             IoCmd::Write { data, .. } if data.blocks(self.lba_size) > self.max_transfer_lbas => {
                 return Err(cmd);
             }
@@ -605,6 +619,9 @@ impl<D: StackDevice + 'static> HostStack<D> {
                     .write_through_scheduler(issued, slba, QueuedOp::Write(data))
                     .await;
             }
+            cmd @ (IoCmd::Write { .. } | IoCmd::Append { .. }) => {
+                return self.submit_write_with_ticket(issued, cmd).await;
+            }
             IoCmd::ZoneCompaction { src, dst } if self.zone_locking && !dst.is_empty() => {
                 let slba = dst[0];
                 return self
@@ -619,7 +636,7 @@ impl<D: StackDevice + 'static> HostStack<D> {
                     dst,
                 });
                 self.count(|c| c.dispatched += 1);
-                let completed = self.compaction_done(ticket, completion.done).await;
+                let completed = self.queued_done(ticket, completion.done).await;
                 let completed = completed + self.complete_cost;
                 self.sim.sleep_until(completed).await;
                 return IoDone {
@@ -672,9 +689,66 @@ impl<D: StackDevice + 'static> HostStack<D> {
         }
     }
 
+    /// A write or append (one command) while ZNS+ copies are queued: the device may queue its
+    /// programs behind them, and its completion then comes as they start.
+    async fn submit_write_with_ticket(&self, issued: Nanos, cmd: IoCmd) -> IoDone {
+        let (slba, data, append) = match cmd {
+            IoCmd::Write { slba, data } => (slba, data, false),
+            IoCmd::Append { zslba, data } => (zslba, data, true),
+            _ => unreachable!("only writes and appends come here"),
+        };
+        let (at, completion, ticket) = self.write_taking_ticket(issued, slba, data, append);
+        let done = self.ticket_done(issued, at, completion, ticket).await;
+        self.sim.sleep_until(done.completed).await;
+        done
+    }
+
+    /// Hands a write to the device now: when it was submitted, its completion, and its ticket
+    /// if its programs were queued.
+    fn write_taking_ticket(
+        &self,
+        issued: Nanos,
+        slba: Lba,
+        data: OwnedData,
+        append: bool,
+    ) -> (Nanos, Completion, Option<u64>) {
+        let at = issued + self.submit_cost + self.dispatch_cost;
+        let (completion, ticket) = {
+            let mut dev = self.device.borrow_mut();
+            let c = dev.write(issued, at, slba, data.as_ref(), append);
+            (c, dev.take_ticket())
+        };
+        self.recorded(issued, at, &completion, || DeviceCmd::Write {
+            slba,
+            data,
+            append,
+        });
+        self.count(|c| c.dispatched += 1);
+        (at, completion, ticket)
+    }
+
+    /// The result of a write handed over at `at` ([`HostStack::write_taking_ticket`]), once its
+    /// completion is known.
+    async fn ticket_done(
+        &self,
+        issued: Nanos,
+        at: Nanos,
+        completion: Completion,
+        ticket: Option<u64>,
+    ) -> IoDone {
+        let completed = self.queued_done(ticket, completion.done).await + self.complete_cost;
+        IoDone {
+            status: completion.status,
+            issued,
+            submitted: at,
+            completed,
+            data: None,
+        }
+    }
+
     /// Hands a zone_compaction to the device: its completion, and its ticket if the copies
     /// were queued (then the completion is only when to ask first, see
-    /// [`HostStack::compaction_done`]).
+    /// [`HostStack::queued_done`]).
     fn compaction_to_device(
         &self,
         now: Nanos,
@@ -684,14 +758,15 @@ impl<D: StackDevice + 'static> HostStack<D> {
     ) -> (Completion, Option<u64>) {
         let mut dev = self.device.borrow_mut();
         let c = dev.zone_compaction(now, at, src, dst);
-        (c, dev.take_compaction_ticket())
+        (c, dev.take_ticket())
     }
 
-    /// The device's completion of a zone_compaction that gave `first`: that, unless its
-    /// copies were queued (`ticket`); then the device is asked from `first` on, acting at each
-    /// time it names, until all the copies have started (seed 000 §3.2.1: the copies run
-    /// behind normal requests, so the completion is known only as they go).
-    async fn compaction_done(&self, ticket: Option<u64>, first: Nanos) -> Nanos {
+    /// The device's completion of a zone_compaction or write that gave `first`: that, unless
+    /// flash operations it waits for were queued (`ticket`); then the device is asked from
+    /// `first` on, acting at each time it names, until all of them have started (seed 000
+    /// §3.2.1: the copies run behind normal requests, so the completion is known only as they
+    /// go).
+    async fn queued_done(&self, ticket: Option<u64>, first: Nanos) -> Nanos {
         let Some(ticket) = ticket else {
             return first;
         };
@@ -702,7 +777,7 @@ impl<D: StackDevice + 'static> HostStack<D> {
             let status = {
                 let mut dev = self.device.borrow_mut();
                 dev.settle(now);
-                dev.compaction_status(ticket)
+                dev.ticket_status(ticket)
             };
             let settled = Completion {
                 done: now,
@@ -726,6 +801,8 @@ impl<D: StackDevice + 'static> HostStack<D> {
     ) -> IoDone {
         let mut done = IoDone::split(issued);
         let mut queued = Vec::new();
+        let mut with_tickets = Vec::new();
+        let behind_copies = self.device.borrow().has_queued_copies();
         let mut off = 0;
         for piece in data.split(self.lba_size, self.max_transfer_lbas) {
             let at = slba + off;
@@ -734,6 +811,8 @@ impl<D: StackDevice + 'static> HostStack<D> {
             // so they reach the device in LBA order and ahead of later writes.
             if self.zone_locking {
                 queued.push(self.enqueue(issued, at, QueuedOp::Write(piece)));
+            } else if behind_copies {
+                with_tickets.push(self.write_taking_ticket(issued, at, piece, false));
             } else {
                 let cmd = IoCmd::Write {
                     slba: at,
@@ -747,6 +826,9 @@ impl<D: StackDevice + 'static> HostStack<D> {
         }
         for rx in queued {
             done.merge_piece(rx.await.expect("the zone dispatcher always replies"));
+        }
+        for (at, completion, ticket) in with_tickets {
+            done.merge_piece(self.ticket_done(issued, at, completion, ticket).await);
         }
         self.sim.sleep_until(done.completed).await;
         done
@@ -888,7 +970,7 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 QueuedOp::Write(data) => {
                     let mut dev = self.device.borrow_mut();
                     let c = dev.write(now, at, requests[0].slba, data.as_ref(), false);
-                    (c, None)
+                    (c, dev.take_ticket())
                 }
                 QueuedOp::Compaction { src, dst } => self.compaction_to_device(now, at, src, dst),
             };
@@ -908,8 +990,7 @@ impl<D: StackDevice + 'static> HostStack<D> {
                 q.dispatched += requests.len() as u64;
                 q.on_dispatch.notify_all();
             }
-            let completed =
-                self.compaction_done(ticket, completion.done).await + self.complete_cost;
+            let completed = self.queued_done(ticket, completion.done).await + self.complete_cost;
             self.sim.sleep_until(completed).await;
             for r in requests {
                 let status = completion.status.map(|_| Some(r.slba));

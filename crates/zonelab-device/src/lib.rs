@@ -10,6 +10,7 @@
 //! either, as the profile's `namespace` field says.
 
 pub mod conventional;
+mod copy_queue;
 pub mod durability;
 pub mod ftl;
 pub mod host_stack;

@@ -160,18 +160,26 @@ impl Namespace {
             d.settle(now);
         }
     }
-    /// The ticket of the zone_compaction just submitted if its copies were queued.
-    pub fn take_compaction_ticket(&mut self) -> Option<u64> {
+    /// Whether ZNS+ copies wait for their chips (a write may then complete as they go).
+    pub fn has_queued_copies(&self) -> bool {
         match self {
-            Namespace::Zoned(d) => d.take_compaction_ticket(),
+            Namespace::Zoned(d) => d.has_queued_copies(),
+            Namespace::Conventional(_) => false,
+        }
+    }
+    /// The ticket of the command just submitted if flash operations it completes after were
+    /// queued ([`ZonedDevice::take_ticket`]).
+    pub fn take_ticket(&mut self) -> Option<u64> {
+        match self {
+            Namespace::Zoned(d) => d.take_ticket(),
             Namespace::Conventional(_) => None,
         }
     }
-    /// A queued zone_compaction's completion, or when to ask again
-    /// ([`ZonedDevice::compaction_status`]).
-    pub fn compaction_status(&mut self, ticket: u64) -> Result<Nanos, Nanos> {
+    /// The completion of a command with queued operations, or when to ask again
+    /// ([`ZonedDevice::ticket_status`]).
+    pub fn ticket_status(&mut self, ticket: u64) -> Result<Nanos, Nanos> {
         match self {
-            Namespace::Zoned(d) => d.compaction_status(ticket),
+            Namespace::Zoned(d) => d.ticket_status(ticket),
             Namespace::Conventional(_) => Ok(Nanos::ZERO),
         }
     }

@@ -10,6 +10,7 @@ use crate::durability::{Durability, PowerCutReport};
 use crate::ftl::PageFtl;
 use crate::mapping::ZoneMapper;
 use crate::payload::{DataStore, PayloadMode, ReadData, WriteData};
+use crate::profile::WriteCompletion;
 use crate::status::NvmeStatus;
 use crate::write_buffer::WriteBuffer;
 use crate::zone::{
@@ -548,8 +549,17 @@ impl ZonedDevice {
     }
 
     /// Schedules programs for every chunk of `zone` that is full in the buffer, with data ready
-    /// at `ready`. Returns when the last scheduled program completes.
-    fn program_full_chunks(&mut self, now: Nanos, ready: Nanos, zone: ZoneId) -> Nanos {
+    /// at `ready`. Returns when the last scheduled program completes. With `defer`, a chunk
+    /// whose flash block has zone_compaction copies queued before it waits behind them in the
+    /// copy queue instead ([`ZonedDevice::queue_program`]; `defer` says whether the write's
+    /// completion waits for it).
+    fn program_full_chunks(
+        &mut self,
+        now: Nanos,
+        ready: Nanos,
+        zone: ZoneId,
+        defer: Option<bool>,
+    ) -> Nanos {
         let z = self.zones.zone(zone);
         let written = z.wp.0 - z.start.0;
         let full_chunks = self.lbas_per_chunk.quotient(written);
@@ -573,6 +583,13 @@ impl ZonedDevice {
                 }
             }
             let page = self.map.page_of(zone.0, c);
+            if let Some(completes) = defer
+                && self.queued_before(zone.0, page.block.die)
+            {
+                self.queue_program(zone.0, c, ready, page, completes);
+                self.progress[zone.0 as usize].programmed_chunks = c + 1;
+                continue;
+            }
             let program = self.flash.timing().program;
             self.copy_turn(now, ready, page.block.die, program);
             let done = self.flash.program(now, ready, page);
@@ -611,10 +628,18 @@ impl ZonedDevice {
             return self.error(now, at, c.write_cost.0, NvmeStatus::InvalidFieldInCommand);
         }
         self.background_plugging(now);
-        if !self.plus.copy_queue.is_empty()
+        // A page is programmed after the pages before it in its flash block: a chunk of this
+        // write whose block has zone_compaction copies queued waits in the write buffer behind
+        // them, and the copies keep taking turns with normal requests. Without power-loss
+        // protection a write's durability is tracked from its programs as they are placed, so
+        // there the copies go first instead.
+        let plp = c.power_loss_protection;
+        let defer = plp && !self.plus.copy_queue.is_empty();
+        self.plus.last_ticket = None;
+        if !plp
+            && !self.plus.copy_queue.is_empty()
             && let Ok(z) = self.zones.zone_of(slba)
         {
-            // The zone's copies to the dies this write programs go first.
             let zinfo = self.zones.zone(z);
             let at_lba = if append { zinfo.wp } else { slba };
             let off = at_lba.0.saturating_sub(zinfo.start.0);
@@ -669,12 +694,14 @@ impl ZonedDevice {
             self.counters.writes += 1;
             self.pcie.to_device(now, t, bytes)
         };
+        if defer {
+            self.make_room_in_buffer(now, nlb);
+        }
         let in_buffer = self.buffer.admit(t, nlb);
         self.management.writer(in_buffer + c.cq_post.0);
         self.counters.written_lbas += nlb;
         // Without power-loss protection: what a random write replaces, kept until it is
         // durable; the blocks a sequential zone holds, all durable unless tracked.
-        let plp = c.power_loss_protection;
         let prior = (conventional && !plp).then(|| self.data.prior(zone.0, off, nlb));
         if !conventional && !plp {
             self.track_sequential_write(now, zone, in_buffer);
@@ -694,13 +721,19 @@ impl ZonedDevice {
             durable
         } else {
             let ready = self.ensure_mapped(now, in_buffer, zone);
-            let programmed = self.program_full_chunks(now, ready, zone);
+            let completes = c.write_completion == WriteCompletion::Programmed;
+            let programmed = self.program_full_chunks(now, ready, zone, defer.then_some(completes));
             if tl {
                 self.lba_ordered_plugging(now, in_buffer, zone.0);
             }
             programmed
         };
         let done = c.write_completion.completes_at(in_buffer, programmed);
+        if let Some(ticket) = self.plus.last_ticket {
+            // Programs queued: the write completes when the last is done, known once all
+            // have started; the submitter asks again until then.
+            return self.queued_completion(now, ticket, done, Ok(Some(outcome.lba)));
+        }
         Completion {
             done: done + c.cq_post.0,
             status: Ok(Some(outcome.lba)),
@@ -1174,6 +1207,8 @@ impl ZonedDevice {
         let c = self.profile.controller;
         let at = self.arrive(at);
         let t = self.firmware.run(now, at, c.read_cost.0);
+        // Host data waiting in the buffer behind queued copies is programmed now.
+        self.force_queued_programs(now);
         let mut done = self.buffer.drained_at(now).max(t);
         if !c.power_loss_protection {
             done = done.max(self.stage_partial_pages(now, t));

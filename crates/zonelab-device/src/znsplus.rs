@@ -12,11 +12,12 @@
 //!   normal requests to avoid the convoy effect"), so a normal request waits for at most one
 //!   copy operation besides the one under way on its chip; reads of the
 //!   destination blocks wait only until the write pointer has passed them (the copy of those
-//!   blocks is in place); a write to the destination zone has the queued copies to its own
-//!   dies started first (a flash block's pages are programmed in order), and zone management
-//!   or TL_open of the zone all of them. The command completes when its last copy does,
-//!   known once all have started: the host asks again until then
-//!   ([`ZonedDevice::compaction_status`]). Copies into a TL_opened zone are placed at once.
+//!   blocks is in place); a write to the destination zone waits in the write buffer behind the
+//!   copies queued to its flash blocks (a block's pages are programmed in order), queued with
+//!   them ([`ZonedDevice::queue_program`]), and zone management or TL_open of the zone starts
+//!   all of them. The command completes when its last copy does, known once all have started:
+//!   the host asks again until then ([`ZonedDevice::ticket_status`]), as for a write whose
+//!   programs wait. Copies into a TL_opened zone are placed at once.
 //! * `tl_open(zones, valid bitmaps)` (§3.2.2, Fig. 4): a Full zone is reopened for sparse
 //!   sequential overwrite (threaded logging). The device gives it a LogFBG; blocks below the
 //!   write pointer are read from the LogFBG, the others from the original FBG. The valid blocks
@@ -45,13 +46,15 @@
 //! (Full) counts as durable, as a finished zone does. Otherwise submitted copies count as done,
 //! like zone management.
 
+use crate::copy_queue::{BlockKey, CopyQueue, Queued};
 use crate::payload::BlockCopy;
 use crate::profile::Plugging;
 use crate::status::NvmeStatus;
 use crate::zns::{Completion, ZonedDevice};
 use crate::zone::{Lba, ZoneId, ZoneSet, ZoneState, ZoneType};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use zonelab_flash::PageAddr;
 use zonelab_sim::Nanos;
 
@@ -142,29 +145,36 @@ pub struct ZnsPlus {
     /// device images: an image is written with every queued copy started
     /// ([`ZonedDevice::start_queued_copies`]).
     #[serde(skip)]
-    pub(crate) copy_queue: VecDeque<QueuedCopy>,
-    /// zone_compaction commands with copies still queued, by ticket.
+    pub(crate) copy_queue: CopyQueue<QueuedCopy>,
+    /// Commands with flash operations still queued (zone_compaction copies, a write's programs
+    /// behind them), by ticket.
     #[serde(skip)]
-    pub(crate) compactions: BTreeMap<u64, PendingCompaction>,
+    pub(crate) pending: BTreeMap<u64, PendingCommand>,
     #[serde(skip)]
     pub(crate) next_ticket: u64,
-    /// The ticket of the last zone_compaction whose copies were queued, for its submitter.
+    /// The ticket of the last command whose flash operations were queued, for its submitter.
     #[serde(skip)]
     pub(crate) last_ticket: Option<u64>,
     /// No queued copy can start before then (the earliest start the last pass found; new
     /// reservations only move starts later).
     #[serde(skip)]
     pub(crate) next_start: Nanos,
+    /// Host data in the write buffer whose programs are queued (LBAs).
+    #[serde(skip)]
+    pub(crate) deferred_lbas: u64,
     /// Per die, when the last copy operation placed on it ends (see
     /// [`ZonedDevice::copy_turn`]).
     #[serde(skip)]
     pub(crate) copy_until: Vec<Nanos>,
 }
 
-/// One destination chunk of a zone_compaction, waiting for its chips.
+/// One destination chunk of a zone_compaction, or of a write behind one, waiting for its chips.
 #[derive(Clone, Debug)]
 pub(crate) struct QueuedCopy {
-    ticket: u64,
+    /// Its place in arrival order.
+    seq: u64,
+    /// The command whose completion waits for it (none: a write that completed in the buffer).
+    ticket: Option<u64>,
     zone: u32,
     chunk: u64,
     /// The destination blocks `from..to` of the zone it puts in place.
@@ -193,6 +203,23 @@ pub(crate) enum CopyOp {
         blocks: u64,
         dst: Option<PageAddr>,
     },
+    /// A host write's chunk, in the write buffer from `data_in` on, to be programmed at `dst`
+    /// after the copies queued before it to the same flash block (pages are programmed in
+    /// order): it waits in the buffer for them, and they keep taking turns with normal
+    /// requests instead of all going first (seed 000 §3.2.1, the convoy effect).
+    Program { data_in: Nanos, dst: PageAddr },
+}
+
+impl Queued for QueuedCopy {
+    fn block(&self) -> BlockKey {
+        (self.zone, self.die)
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn set_seq(&mut self, seq: u64) {
+        self.seq = seq;
+    }
 }
 
 impl QueuedCopy {
@@ -210,6 +237,7 @@ impl QueuedCopy {
                 ..
             } => self.die == die && *data_in <= by,
             CopyOp::ReadProgram { dst: None, .. } => false,
+            CopyOp::Program { data_in, .. } => self.die == die && *data_in <= by,
         }
     }
 
@@ -219,13 +247,25 @@ impl QueuedCopy {
     }
 }
 
-/// A zone_compaction whose copies are not all started.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct PendingCompaction {
-    /// Its chunk copies still queued.
+/// A command whose queued flash operations have not all started.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PendingCommand {
+    /// Its chunk copies or programs still queued.
     left: u64,
+    /// The flash blocks they were queued for.
+    blocks: Vec<BlockKey>,
     /// When its last flash operation started so far completes.
     done: Nanos,
+}
+
+impl PendingCommand {
+    /// One more operation queued for `block`.
+    fn add(&mut self, block: BlockKey) {
+        self.left += 1;
+        if !self.blocks.contains(&block) {
+            self.blocks.push(block);
+        }
+    }
 }
 
 /// What [`ZonedDevice::fill`] did.
@@ -578,8 +618,9 @@ impl ZonedDevice {
                 (None, _) => plugged,
                 (Some(op), Some(ticket)) => {
                     let die = dst.block.die;
-                    self.plus.copy_queue.push_back(QueuedCopy {
-                        ticket,
+                    self.plus.copy_queue.push(QueuedCopy {
+                        seq: 0,
+                        ticket: Some(ticket),
                         zone,
                         chunk: c,
                         from: off,
@@ -588,7 +629,11 @@ impl ZonedDevice {
                         die,
                         op,
                     });
-                    self.plus.compactions.entry(ticket).or_default().left += 1;
+                    self.plus
+                        .pending
+                        .entry(ticket)
+                        .or_default()
+                        .add((zone, die));
                     self.plus.next_start = self.plus.next_start.min(at);
                     None
                 }
@@ -669,6 +714,13 @@ impl ZonedDevice {
                     }
                 }
             }
+            CopyOp::Program { data_in, dst } => {
+                self.plus.deferred_lbas -= self.lbas_per_chunk.get();
+                // A chunk a copy queued before it left partly filled: its data read by then.
+                let tail = self.plus.tail_ready.remove(&zone).unwrap_or(Nanos::ZERO);
+                let done = self.program_chunk(now, base.max(data_in).max(tail), zone, chunk, dst);
+                (data_in, Some(done))
+            }
         }
     }
 
@@ -747,6 +799,10 @@ impl ZonedDevice {
                 .flash
                 .die_free_span(q.die, from.max(*data_in), t.program),
             CopyOp::ReadProgram { dst: None, .. } => from,
+            CopyOp::Program { data_in, .. } => {
+                self.flash
+                    .die_free_span(q.die, from.max(*data_in), t.program)
+            }
         }
     }
 
@@ -779,21 +835,23 @@ impl ZonedDevice {
 
     /// Starts queued copy `q` at `from` or later (placing its flash operations; `now` is the
     /// time the timelines were last brought to, not after `from`).
-    fn start_copy(&mut self, now: Nanos, from: Nanos, q: QueuedCopy) {
+    fn start_copy(&mut self, now: Nanos, from: Nanos, q: &QueuedCopy) {
         let (ready, end) = self.run_copy(now, from, from, q.zone, q.chunk, &q.op);
         self.plus
             .wp_progress
             .entry(q.zone)
             .or_default()
             .push((q.from, q.to, ready));
-        let p = self
-            .plus
-            .compactions
-            .get_mut(&q.ticket)
-            .expect("a queued copy belongs to a pending compaction");
-        p.left -= 1;
-        if let Some(end) = end {
-            p.done = p.done.max(end);
+        if let Some(ticket) = q.ticket {
+            let p = self
+                .plus
+                .pending
+                .get_mut(&ticket)
+                .expect("a queued operation with a ticket belongs to a pending command");
+            p.left -= 1;
+            if let Some(end) = end {
+                p.done = p.done.max(end);
+            }
         }
     }
 
@@ -814,36 +872,36 @@ impl ZonedDevice {
         if self.plus.copy_queue.is_empty() || now < self.plus.next_start {
             return;
         }
-        let mut blocked: Vec<(u32, zonelab_flash::DieId)> = Vec::new();
         let mut next = Nanos::MAX;
         // The reads first: a read waits for no other copy, and a program waits for its data.
         let mut queue = std::mem::take(&mut self.plus.copy_queue);
-        for q in queue.iter_mut() {
+        for q in queue.iter_mut().filter(|q| q.has_reads()) {
             let from = q.earliest.max(since);
             self.place_copy_reads(since, from, q, now, None);
         }
-        let mut kept = VecDeque::with_capacity(queue.len());
-        while let Some(q) = queue.pop_front() {
-            let key = (q.zone, q.die);
+        // Then each block's first operation, oldest first; one that cannot start by `now`
+        // holds its block back.
+        let mut heads: BinaryHeap<Reverse<(u64, BlockKey)>> =
+            queue.heads().into_iter().map(Reverse).collect();
+        while let Some(Reverse((_, block))) = heads.pop() {
+            let q = queue.head(block).expect("a queued head");
             let from = q.earliest.max(since);
-            if blocked.contains(&key) {
-                // Behind an earlier copy into its block, but its reads may go meanwhile.
-                if q.has_reads() {
-                    next = next.min(self.copy_start(&q, from));
-                }
-                kept.push_back(q);
+            let s = self.copy_start(q, from);
+            if s > now {
+                next = next.min(s);
                 continue;
             }
-            let s = self.copy_start(&q, from);
-            if s <= now {
-                self.start_copy(since, from, q);
-            } else {
-                blocked.push(key);
-                next = next.min(s);
-                kept.push_back(q);
+            let q = queue.pop_head(block).expect("a queued head");
+            self.start_copy(since, from, &q);
+            if let Some(h) = queue.head(block) {
+                heads.push(Reverse((h.seq, block)));
             }
         }
-        self.plus.copy_queue = kept;
+        // Behind their blocks' first operations, reads may go meanwhile.
+        for q in queue.iter().filter(|q| q.has_reads()) {
+            next = next.min(self.copy_start(q, q.earliest.max(since)));
+        }
+        self.plus.copy_queue = queue;
         self.plus.next_start = next;
     }
 
@@ -881,29 +939,27 @@ impl ZonedDevice {
             return;
         }
         // Copies into one block keep their order: only the first queued of each (zone, die).
-        let mut seen: Vec<(u32, zonelab_flash::DieId)> = Vec::new();
-        let next = self.plus.copy_queue.iter().position(|q| {
-            let key = (q.zone, q.die);
-            if seen.contains(&key) {
-                return false;
-            }
-            seen.push(key);
-            q.earliest <= start && q.next_op_on(die, start)
-        });
-        if let Some(i) = next {
-            let mut q = self
-                .plus
-                .copy_queue
-                .remove(i)
-                .expect("a position in the queue");
+        let next = self
+            .plus
+            .copy_queue
+            .heads()
+            .into_iter()
+            .find_map(|(_, block)| {
+                let q = self.plus.copy_queue.head(block).expect("a queued head");
+                (q.earliest <= start && q.next_op_on(die, start)).then_some(block)
+            });
+        if let Some(block) = next {
+            let mut queue = std::mem::take(&mut self.plus.copy_queue);
+            let q = queue.head_mut(block).expect("a queued head");
             let from = q.earliest.max(at);
             if q.has_reads() {
                 // Its reads on this die; the rest wait for their own dies.
-                self.place_copy_reads(now, from, &mut q, Nanos::MAX, Some(die));
-                self.plus.copy_queue.insert(i, q);
+                self.place_copy_reads(now, from, q, Nanos::MAX, Some(die));
             } else {
-                self.start_copy(now, from, q);
+                let q = queue.pop_head(block).expect("a queued head");
+                self.start_copy(now, from, &q);
             }
+            self.plus.copy_queue = queue;
             self.plus.next_start = Nanos::ZERO;
         }
     }
@@ -916,14 +972,14 @@ impl ZonedDevice {
         self.force_copies_where(now, |q| zone.is_none_or(|z| z == q.zone) && q.from < below);
     }
 
-    /// Before a write of `nlb` blocks at zone offset `off` of `zone`: starts at once the
-    /// zone's queued copies to the dies the write's chunks are programmed on, since a page is
-    /// programmed after the pages before it in its flash block (and a chunk a copy left
-    /// partly filled is completed by this write). The zone's copies to other dies stay queued
-    /// for their chips' idle time, so the write does not put the whole compaction ahead of
-    /// the normal requests that come after it (seed 000 §3.2.1).
+    /// Before a write of `nlb` blocks at zone offset `off` of `zone` on a drive without
+    /// power-loss protection (whose writes' durability is tracked as their programs are
+    /// placed, so they cannot wait in the queue): starts at once the zone's queued copies to
+    /// the dies the write's chunks are programmed on, since a page is programmed after the
+    /// pages before it in its flash block (and a chunk a copy left partly filled is completed
+    /// by this write). The zone's copies to other dies stay queued.
     pub(crate) fn force_copies_before_write(&mut self, now: Nanos, zone: u32, off: u64, nlb: u64) {
-        if !self.plus.copy_queue.iter().any(|q| q.zone == zone) {
+        if !self.plus.copy_queue.has_zone(zone) {
             return;
         }
         let lpc = self.lbas_per_chunk.get();
@@ -945,24 +1001,15 @@ impl ZonedDevice {
         if self.plus.copy_queue.is_empty() {
             return;
         }
-        let mut kept = VecDeque::with_capacity(self.plus.copy_queue.len());
-        let mut picked = Vec::new();
-        while let Some(q) = self.plus.copy_queue.pop_front() {
-            if pick(&q) {
-                picked.push(q);
-            } else {
-                kept.push_back(q);
-            }
-        }
+        let mut picked = self.plus.copy_queue.take_where(pick);
         for q in &mut picked {
             let from = q.earliest.max(now);
             self.place_copy_reads(now, from, q, Nanos::MAX, None);
         }
         for q in picked {
             let from = q.earliest.max(now);
-            self.start_copy(now, from, q);
+            self.start_copy(now, from, &q);
         }
-        self.plus.copy_queue = kept;
         self.plus.next_start = Nanos::ZERO;
     }
 
@@ -972,11 +1019,11 @@ impl ZonedDevice {
         self.background_plugging(now);
     }
 
-    /// The completion of queued zone_compaction `ticket` when no other command reaches the
-    /// device meanwhile: it settles at each time a copy can start until all have.
-    pub fn compaction_completion(&mut self, ticket: u64) -> Nanos {
+    /// The completion of the command with queued operations `ticket` when no other command
+    /// reaches the device meanwhile: it settles at each time one can start until all have.
+    pub fn ticket_completion(&mut self, ticket: u64) -> Nanos {
         loop {
-            match self.compaction_status(ticket) {
+            match self.ticket_status(ticket) {
                 Ok(done) => return done,
                 Err(t) => {
                     let t = t.max(self.plus.last_pass);
@@ -986,7 +1033,8 @@ impl ZonedDevice {
         }
     }
 
-    /// Whether zone_compaction copies wait for their chips.
+    /// Whether zone_compaction copies (or writes behind them) wait for their chips: a write
+    /// may then complete only as they go.
     pub fn has_queued_copies(&self) -> bool {
         !self.plus.copy_queue.is_empty()
     }
@@ -998,25 +1046,39 @@ impl ZonedDevice {
         self.force_copies(now, None, u64::MAX);
     }
 
-    /// The ticket of the zone_compaction just submitted if its copies were queued (its
-    /// completion then comes from [`ZonedDevice::compaction_status`]).
-    pub fn take_compaction_ticket(&mut self) -> Option<u64> {
+    /// The ticket of the command just submitted (a zone_compaction, or a write) if flash
+    /// operations it completes after were queued (its completion then comes from
+    /// [`ZonedDevice::ticket_status`]).
+    pub fn take_ticket(&mut self) -> Option<u64> {
         self.plus.last_ticket.take()
     }
 
-    /// A queued zone_compaction's completion: `Ok(done)` once all its copies have started
-    /// (their completions known), else `Err(next)`, the earliest time one more could start:
-    /// act again then ([`ZonedDevice::settle`]).
-    pub fn compaction_status(&mut self, ticket: u64) -> Result<Nanos, Nanos> {
-        match self.plus.compactions.get(&ticket) {
+    /// The completion of a command with queued operations: `Ok(done)` once all have started
+    /// (their completions known), else `Err(next)`: act again then ([`ZonedDevice::settle`]).
+    /// `next` is the earliest time the last of them could start (none starts before its die
+    /// is free, nor before any queued operation could), so the completion, which follows the
+    /// last start, is never found late.
+    pub fn ticket_status(&mut self, ticket: u64) -> Result<Nanos, Nanos> {
+        match self.plus.pending.get(&ticket) {
             // Not known (dropped by a power loss): nothing to wait for.
             None => Ok(Nanos::ZERO),
             Some(p) if p.left == 0 => {
                 let done = p.done + self.profile.controller.cq_post.0;
-                self.plus.compactions.remove(&ticket);
+                self.plus.pending.remove(&ticket);
                 Ok(done)
             }
-            Some(_) => Err(self.plus.next_start),
+            Some(p) => {
+                let since = self.plus.last_pass;
+                let last_start = p
+                    .blocks
+                    .iter()
+                    .flat_map(|&b| self.plus.copy_queue.block_ops(b))
+                    .filter(|q| q.ticket == Some(ticket))
+                    .map(|q| self.copy_start(q, q.earliest.max(since)))
+                    .max()
+                    .unwrap_or(Nanos::ZERO);
+                Err(self.plus.next_start.max(last_start))
+            }
         }
     }
 
@@ -1126,20 +1188,125 @@ impl ZonedDevice {
         }
         self.plus.counters.compactions += 1;
         self.plus.counters.compacted_blocks += src.len() as u64;
-        if let Some(p) = self.plus.compactions.get_mut(&ticket) {
-            // Copies queued: the completion comes when the last has started; until then the
-            // submitter asks again from the earliest time one could start.
-            p.done = p.done.max(done);
-            self.plus.last_ticket = Some(ticket);
-            self.pump_copies(now, now);
-            return Completion {
-                done: self.plus.next_start.max(now),
-                status: Ok(None),
-            };
+        if self.plus.pending.contains_key(&ticket) {
+            return self.queued_completion(now, ticket, done, Ok(None));
         }
         Completion {
             done: done + c.cq_post.0,
             status: Ok(None),
+        }
+    }
+
+    /// The completion of command `ticket`, whose flash operations not queued complete by
+    /// `done`, with `status`: the completion comes when its last queued operation has started;
+    /// until then the submitter asks again from the earliest time one could start
+    /// ([`ZonedDevice::ticket_status`]).
+    pub(crate) fn queued_completion(
+        &mut self,
+        now: Nanos,
+        ticket: u64,
+        done: Nanos,
+        status: Result<Option<Lba>, NvmeStatus>,
+    ) -> Completion {
+        let p = self
+            .plus
+            .pending
+            .get_mut(&ticket)
+            .expect("a ticket handed out is pending");
+        p.done = p.done.max(done);
+        self.plus.last_ticket = Some(ticket);
+        self.pump_copies(now, now);
+        Completion {
+            done: self.plus.next_start.max(now),
+            status,
+        }
+    }
+
+    /// Whether a program to `die` in `zone` must wait for operations queued to the same flash
+    /// block (a zone has one block per die).
+    pub(crate) fn queued_before(&self, zone: u32, die: zonelab_flash::DieId) -> bool {
+        self.plus.copy_queue.has_block((zone, die))
+    }
+
+    /// Queues the program of chunk `chunk` of `zone` at `dst`, a host write's data in the write
+    /// buffer from `data_in`, behind the operations queued to its flash block. With
+    /// `completes`, the write's completion waits for it (the write's ticket, made by its first
+    /// queued program, is then [`ZonedDevice::take_ticket`]'s).
+    pub(crate) fn queue_program(
+        &mut self,
+        zone: u32,
+        chunk: u64,
+        data_in: Nanos,
+        dst: PageAddr,
+        completes: bool,
+    ) {
+        let ticket = completes.then(|| {
+            *self.plus.last_ticket.get_or_insert_with(|| {
+                self.plus.next_ticket += 1;
+                self.plus.next_ticket - 1
+            })
+        });
+        if let Some(t) = ticket {
+            self.plus
+                .pending
+                .entry(t)
+                .or_default()
+                .add((zone, dst.block.die));
+        }
+        let lpc = self.lbas_per_chunk.get();
+        self.plus.deferred_lbas += lpc;
+        self.plus.copy_queue.push(QueuedCopy {
+            seq: 0,
+            ticket,
+            zone,
+            chunk,
+            from: chunk * lpc,
+            to: (chunk + 1) * lpc,
+            earliest: data_in,
+            die: dst.block.die,
+            op: CopyOp::Program { data_in, dst },
+        });
+        self.plus.next_start = self.plus.next_start.min(data_in);
+    }
+
+    /// Starts at once the queued host programs, with the operations queued before them to
+    /// their flash blocks: a flush waits for the buffer to drain.
+    pub(crate) fn force_queued_programs(&mut self, now: Nanos) {
+        if self.plus.deferred_lbas == 0 {
+            return;
+        }
+        // Per block, the arrival of its last queued host program.
+        let mut last: BTreeMap<BlockKey, u64> = BTreeMap::new();
+        for q in self.plus.copy_queue.iter() {
+            if matches!(q.op, CopyOp::Program { .. }) {
+                let seq = last.entry(q.block()).or_default();
+                *seq = (*seq).max(q.seq);
+            }
+        }
+        self.force_copies_where(now, |q| last.get(&q.block()).is_some_and(|&s| q.seq <= s));
+    }
+
+    /// Before a write of `lbas` is admitted to the write buffer: while host data waiting
+    /// behind queued copies would leave too little room, the oldest queued host program starts
+    /// at once, with the operations queued before it to its flash block (the controller drains
+    /// the buffer). The room kept is what the profile requires of the buffer besides: a partly
+    /// filled page per active zone and two pages in flight (a copy's data among them). The
+    /// operations queued after it keep waiting for their turn.
+    pub(crate) fn make_room_in_buffer(&mut self, now: Nanos, lbas: u64) {
+        let kept = (self.profile.zns.max_active as u64 + 2) * self.lbas_per_chunk.get();
+        let room = self.buffer.capacity().saturating_sub(kept);
+        while self.plus.deferred_lbas + lbas > room {
+            let Some((block, seq)) = self
+                .plus
+                .copy_queue
+                .iter()
+                .filter(|q| matches!(q.op, CopyOp::Program { .. }))
+                .min_by_key(|q| q.seq)
+                .map(|q| (q.block(), q.seq))
+            else {
+                return;
+            };
+            self.force_copies_where(now, |q| q.block() == block && q.seq <= seq);
         }
     }
 
@@ -1521,7 +1688,7 @@ impl ZonedDevice {
     /// Power loss at `at`: copies in flight are aborted (the device is idle afterwards), and
     /// background plugging resumes from `at`.
     pub(crate) fn tl_power_cut(&mut self, at: Nanos) {
-        self.plus.compactions.clear();
+        self.plus.pending.clear();
         self.plus.last_ticket = None;
         self.plus.wp_progress.clear();
         self.plus.tail_ready.clear();
@@ -1792,14 +1959,14 @@ mod tests {
     fn queue_compaction(d: &mut ZonedDevice, t: Nanos, src: &[Lba], dst: &[Lba]) -> u64 {
         let c = d.zone_compaction(t, t, src, dst);
         assert!(c.status.is_ok(), "{:?}", c.status);
-        d.take_compaction_ticket().expect("copies queued")
+        d.take_ticket().expect("copies queued")
     }
 
     /// zone_compaction at `t` with nothing else reaching the device until it completes.
     fn compact(d: &mut ZonedDevice, t: Nanos, src: &[Lba], dst: &[Lba]) -> Completion {
         let mut c = d.zone_compaction(t, t, src, dst);
-        if let Some(ticket) = d.take_compaction_ticket() {
-            c.done = d.compaction_completion(ticket);
+        if let Some(ticket) = d.take_ticket() {
+            c.done = d.ticket_completion(ticket);
         }
         c
     }
@@ -1896,7 +2063,7 @@ mod tests {
             let t2 = t + Nanos::from_us(20);
             let r = d.read(t2, t2, Lba(64 + 9), 1, None);
             let w = d.write(t2, t2, Lba(192 + 64), WriteData::Fingerprints(&[1]), false);
-            let cc = ticket.map_or(t, |k| d.compaction_completion(k));
+            let cc = ticket.map_or(t, |k| d.ticket_completion(k));
             (r.done - t2, w.done - t2, cc - t)
         };
         let (r0, w0, _) = run(false);
@@ -1915,7 +2082,7 @@ mod tests {
             // A read of another zone on the same chips, while the copies run.
             let t2 = t + Nanos::from_us(300);
             let r = d.read(t2, t2, Lba(128 + 5), 1, None);
-            let cc = ticket.map_or(t, |k| d.compaction_completion(k));
+            let cc = ticket.map_or(t, |k| d.ticket_completion(k));
             (r.done - t2, cc - t)
         };
         let (alone, _) = run(false);
@@ -1984,7 +2151,7 @@ mod tests {
                     last = last.max(r.done);
                 }
             }
-            let done = ticket.map_or(t, |k| d.compaction_completion(k));
+            let done = ticket.map_or(t, |k| d.ticket_completion(k));
             if compact {
                 assert_eq!(fp_of(&mut d, done, 64), fp(0));
                 assert_eq!(fp_of(&mut d, done, 127), fp(63));
@@ -2027,7 +2194,7 @@ mod tests {
                 assert!(w.status.is_ok(), "{:?}", w.status);
             }
             let r = d.read(t2, t2, Lba(read_lba), 1, None);
-            let done = d.compaction_completion(ticket);
+            let done = d.ticket_completion(ticket);
             assert_eq!(fp_of(&mut d, done, 68), fp(0));
             assert_eq!(fp_of(&mut d, done, 123), fp(55));
             if write {
@@ -2050,6 +2217,117 @@ mod tests {
     }
 
     #[test]
+    fn a_write_behind_queued_copies_waits_in_the_buffer_not_the_reads() {
+        // Read + program copies (chunk k -> chunk k + 1) into zone 1 keep every chip busy;
+        // then the host writes a whole chunk of zone 1 at its write pointer (offset 60: chunk
+        // 15), on a die with copies queued before it in the same flash block, and reads zone
+        // 2 on that die.
+        let run = |write: bool| -> (Nanos, Option<Nanos>, Nanos, ZonedDevice) {
+            let (mut d, t) = zones_0_and_2_full();
+            let ticket = queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124));
+            let t2 = t + Nanos::from_us(300);
+            let die = d.map.die_of(1, 15);
+            let read_lba = (0..16u64)
+                .map(|c| 128 + 4 * c)
+                .find(|&l| d.map.die_of(2, (l - 128) / 4) == die)
+                .expect("zone 2 has a chunk on every die");
+            let w = write.then(|| {
+                let w = d.write(
+                    t2,
+                    t2,
+                    Lba(124),
+                    WriteData::Fingerprints(&[77, 78, 79, 80]),
+                    false,
+                );
+                assert!(w.status.is_ok(), "{:?}", w.status);
+                d.take_ticket()
+                    .expect("the write's program waits behind the copies")
+            });
+            let r = d.read(t2, t2, Lba(read_lba), 1, None);
+            let written = w.map(|w| d.ticket_completion(w));
+            let copies = d.ticket_completion(ticket);
+            (r.done - t2, written, copies, d)
+        };
+        let (alone, _, _, _) = run(false);
+        let (after_write, written, copies, mut d) = run(true);
+        let f = d.profile.flash.clone();
+        // The copies to the written die were not all put ahead of the read.
+        assert!(
+            after_write <= alone + f.program.0,
+            "a read of the written die waits as without the write: {after_write} vs {alone}"
+        );
+        // The write completes once its page is programmed, after the pages before it.
+        let written = written.expect("written");
+        let die = d.map.die_of(1, 15);
+        let last_copy_on_die = (1..15u64).filter(|&c| d.map.die_of(1, c) == die).count();
+        assert!(last_copy_on_die > 1, "copies queued on the written die");
+        assert!(written <= copies + f.program.0 + f.page_transfer.0.times(2));
+        for (k, v) in [77u64, 78, 79, 80].into_iter().enumerate() {
+            assert_eq!(fp_of(&mut d, written, 124 + k as u64), fp(v));
+        }
+        assert_eq!(fp_of(&mut d, written, 123), fp(55));
+    }
+
+    #[test]
+    fn a_flush_programs_host_data_waiting_behind_copies() {
+        let (mut d, t) = zones_0_and_2_full();
+        let ticket = queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124));
+        let t2 = t + Nanos::from_us(300);
+        let w = d.write(
+            t2,
+            t2,
+            Lba(124),
+            WriteData::Fingerprints(&[1, 2, 3, 4]),
+            false,
+        );
+        assert!(w.status.is_ok());
+        let wt = d.take_ticket().expect("queued");
+        assert!(d.has_queued_copies());
+        let f = d.flush(t2, t2);
+        // The write's program and the copies before it are placed: the write's completion is
+        // known without waiting for the rest of the compaction.
+        let programmed = match d.ticket_status(wt) {
+            Ok(done) => done,
+            Err(_) => panic!("a flush leaves no host data waiting"),
+        };
+        assert!(f.done >= programmed, "{} < {programmed}", f.done);
+        assert!(d.ticket_completion(ticket) > Nanos(0));
+    }
+
+    #[test]
+    fn host_data_behind_copies_leaves_the_buffer_its_reserved_room() {
+        // A 256 KiB buffer (64 LBAs, 16 chunks) keeps 7 chunks for partly filled pages and
+        // pages in flight: of twelve chunks written behind queued copies, the oldest go.
+        let (mut d, t) = zones_0_and_2_full();
+        let ticket = queue_compaction(&mut d, t, &lbas(0..8), &lbas(68..76));
+        let mut tickets = Vec::new();
+        let mut deferred = 0;
+        for k in 0..12u64 {
+            let at = t + Nanos::from_us(10 * (k + 1));
+            let fps: Vec<u64> = (0..4).map(|i| 500 + 4 * k + i).collect();
+            let w = d.write(
+                at,
+                at,
+                Lba(76 + 4 * k),
+                WriteData::Fingerprints(&fps),
+                false,
+            );
+            assert!(w.status.is_ok(), "{:?}", w.status);
+            tickets.extend(d.take_ticket());
+            assert!(d.plus.deferred_lbas <= d.buffer.capacity() - 7 * 4);
+            deferred = deferred.max(d.plus.deferred_lbas);
+        }
+        assert!(deferred > 4, "host data waited behind the copies");
+        let mut done = d.ticket_completion(ticket);
+        for wt in tickets {
+            done = done.max(d.ticket_completion(wt));
+        }
+        for k in 0..48u64 {
+            assert_eq!(fp_of(&mut d, done, 76 + k), fp(500 + k));
+        }
+    }
+
+    #[test]
     fn read_and_program_copies_read_ahead_of_their_programs() {
         // Read + program copies (chunk k -> chunk k + 1): every die reads for the next die
         // and programs for the one before, four of each at most. A die that does its next
@@ -2069,7 +2347,7 @@ mod tests {
             if at_once {
                 d.start_queued_copies();
             }
-            let done = d.compaction_completion(ticket);
+            let done = d.ticket_completion(ticket);
             assert_eq!(fp_of(&mut d, done, 68), fp(0));
             assert_eq!(fp_of(&mut d, done, 123), fp(55));
             assert!(
@@ -2088,7 +2366,7 @@ mod tests {
         let ticket = queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124));
         let first = d.read(t, t, Lba(68), 1, None).done;
         let last = d.read(t, t, Lba(123), 1, None).done;
-        let done = d.compaction_completion(ticket);
+        let done = d.ticket_completion(ticket);
         assert!(first < last, "{first} {last}");
         assert!(first < done && last <= done + Nanos::from_us(100));
     }
@@ -2410,6 +2688,53 @@ mod tests {
         let z = d.zoned().unwrap();
         assert_eq!(z.znsplus_counters().copybacks, 2);
         assert!(z.is_tl_open(ZoneId(0)));
+    }
+
+    #[test]
+    fn the_host_stack_waits_for_a_write_queued_behind_copies() {
+        use crate::{HostStack, IoCmd, IoEngine, IoScheduler, Namespace, OwnedData};
+        use zonelab_sim::Sim;
+        let sim = Sim::new();
+        let (d, t) = zones_0_and_2_full();
+        let dev = Namespace::from(d).shared();
+        let stack =
+            HostStack::new(sim.clone(), dev.clone(), IoEngine::Spdk, IoScheduler::None).unwrap();
+        let st = stack.clone();
+        let s2 = sim.clone();
+        let (c, w) = sim
+            .block_on(async move {
+                s2.sleep_until(t).await;
+                let st2 = st.clone();
+                let c = s2.spawn(async move {
+                    st2.submit(IoCmd::ZoneCompaction {
+                        src: lbas(0..56),
+                        dst: lbas(68..124),
+                    })
+                    .await
+                });
+                s2.sleep_until(t + Nanos::from_us(300)).await;
+                let w = st
+                    .submit(IoCmd::Write {
+                        slba: Lba(124),
+                        data: OwnedData::Fingerprints(vec![7, 8, 9, 10]),
+                    })
+                    .await;
+                (c.await, w)
+            })
+            .unwrap();
+        assert!(c.status.is_ok() && w.status.is_ok());
+        let mut dev = dev.borrow_mut();
+        let d = dev.zoned_mut().unwrap();
+        let program = d.profile.flash.program.0;
+        // Its page waited for the copies queued before it in its flash block.
+        assert!(
+            w.completed - w.submitted > program.times(2),
+            "{} - {}",
+            w.completed,
+            w.submitted
+        );
+        assert_eq!(fp_of(d, w.completed, 124), fp(7));
+        assert_eq!(fp_of(d, w.completed, 127), fp(10));
     }
 
     type Op = (u8, u64, u64, u64);
