@@ -636,16 +636,9 @@ impl<D: StackDevice + 'static> HostStack<D> {
                     dst,
                 });
                 self.count(|c| c.dispatched += 1);
-                let completed = self.queued_done(ticket, completion.done).await;
-                let completed = completed + self.complete_cost;
-                self.sim.sleep_until(completed).await;
-                return IoDone {
-                    status: completion.status,
-                    issued,
-                    submitted: at,
-                    completed,
-                    data: None,
-                };
+                let done = self.ticket_done(issued, at, completion, ticket).await;
+                self.sim.sleep_until(done.completed).await;
+                return done;
             }
             cmd => cmd,
         };
@@ -727,8 +720,8 @@ impl<D: StackDevice + 'static> HostStack<D> {
         (at, completion, ticket)
     }
 
-    /// The result of a write handed over at `at` ([`HostStack::write_taking_ticket`]), once its
-    /// completion is known.
+    /// The result of a command (a write, a zone_compaction) handed over at `at` with
+    /// `completion` and its `ticket`, once its completion is known ([`HostStack::queued_done`]).
     async fn ticket_done(
         &self,
         issued: Nanos,

@@ -503,6 +503,16 @@ impl Profile {
         self.flash_geometry().total_dies() / self.zns.zone_dies.max(1)
     }
 
+    /// Flash pages the write buffer must always have room for: a partly filled page per
+    /// active zone (one for a conventional namespace) plus two in flight.
+    pub fn write_buffer_reserve_pages(&self) -> u64 {
+        let partial_pages = match self.namespace {
+            NamespaceKind::Zoned => self.zns.max_active as u64,
+            NamespaceKind::Conventional => 1,
+        };
+        partial_pages + 2
+    }
+
     pub fn validate(&self) -> Result<(), ProfileError> {
         let inv = |s: String| Err(ProfileError::Invalid(s));
         let fg = self.flash_geometry();
@@ -561,13 +571,7 @@ impl Profile {
         if c.pcie_lane_bandwidth.0 == 0 {
             return inv("pcie_lane_bandwidth must be greater than zero".into());
         }
-        // The buffer must hold one partial page per active zone (one for a conventional
-        // namespace) plus a full page in flight.
-        let partial_pages = match self.namespace {
-            NamespaceKind::Zoned => self.zns.max_active as u64,
-            NamespaceKind::Conventional => 1,
-        };
-        let need = (partial_pages + 2) * self.geometry.page_size.0;
+        let need = self.write_buffer_reserve_pages() * self.geometry.page_size.0;
         if c.write_buffer.0 < need {
             return inv(format!(
                 "write_buffer ({}) must hold at least ({} + 2) flash pages = {need} bytes",

@@ -168,6 +168,14 @@ pub struct ZnsPlus {
     pub(crate) copy_until: Vec<Nanos>,
 }
 
+impl ZnsPlus {
+    /// A ticket for a command whose flash operations are queued.
+    fn new_ticket(&mut self) -> u64 {
+        self.next_ticket += 1;
+        self.next_ticket - 1
+    }
+}
+
 /// One destination chunk of a zone_compaction, or of a write behind one, waiting for its chips.
 #[derive(Clone, Debug)]
 pub(crate) struct QueuedCopy {
@@ -235,10 +243,15 @@ impl QueuedCopy {
                 dst: Some(_),
                 data_in,
                 ..
-            } => self.die == die && *data_in <= by,
+            }
+            | CopyOp::Program { data_in, .. } => self.die == die && *data_in <= by,
             CopyOp::ReadProgram { dst: None, .. } => false,
-            CopyOp::Program { data_in, .. } => self.die == die && *data_in <= by,
         }
+    }
+
+    /// Whether it is a host write's program (not a copy).
+    fn is_host_program(&self) -> bool {
+        matches!(self.op, CopyOp::Program { .. })
     }
 
     /// Whether reads of the copy are still to be placed.
@@ -795,14 +808,12 @@ impl ZonedDevice {
                 dst: Some(_),
                 data_in,
                 ..
-            } => self
-                .flash
-                .die_free_span(q.die, from.max(*data_in), t.program),
-            CopyOp::ReadProgram { dst: None, .. } => from,
-            CopyOp::Program { data_in, .. } => {
+            }
+            | CopyOp::Program { data_in, .. } => {
                 self.flash
                     .die_free_span(q.die, from.max(*data_in), t.program)
             }
+            CopyOp::ReadProgram { dst: None, .. } => from,
         }
     }
 
@@ -1164,8 +1175,7 @@ impl ZonedDevice {
             fills.push(locs);
         }
         self.zones = zs;
-        let ticket = self.plus.next_ticket;
-        self.plus.next_ticket += 1;
+        let ticket = self.plus.new_ticket();
         let mut done = t;
         for (p, locs) in plans.iter().zip(fills) {
             let tl = self.plus.tl.contains_key(&p.zone);
@@ -1240,11 +1250,13 @@ impl ZonedDevice {
         dst: PageAddr,
         completes: bool,
     ) {
-        let ticket = completes.then(|| {
-            *self.plus.last_ticket.get_or_insert_with(|| {
-                self.plus.next_ticket += 1;
-                self.plus.next_ticket - 1
-            })
+        let ticket = completes.then(|| match self.plus.last_ticket {
+            Some(t) => t,
+            None => {
+                let t = self.plus.new_ticket();
+                self.plus.last_ticket = Some(t);
+                t
+            }
         });
         if let Some(t) = ticket {
             self.plus
@@ -1278,7 +1290,7 @@ impl ZonedDevice {
         // Per block, the arrival of its last queued host program.
         let mut last: BTreeMap<BlockKey, u64> = BTreeMap::new();
         for q in self.plus.copy_queue.iter() {
-            if matches!(q.op, CopyOp::Program { .. }) {
+            if q.is_host_program() {
                 let seq = last.entry(q.block()).or_default();
                 *seq = (*seq).max(q.seq);
             }
@@ -1293,14 +1305,14 @@ impl ZonedDevice {
     /// filled page per active zone and two pages in flight (a copy's data among them). The
     /// operations queued after it keep waiting for their turn.
     pub(crate) fn make_room_in_buffer(&mut self, now: Nanos, lbas: u64) {
-        let kept = (self.profile.zns.max_active as u64 + 2) * self.lbas_per_chunk.get();
+        let kept = self.profile.write_buffer_reserve_pages() * self.lbas_per_chunk.get();
         let room = self.buffer.capacity().saturating_sub(kept);
         while self.plus.deferred_lbas + lbas > room {
             let Some((block, seq)) = self
                 .plus
                 .copy_queue
                 .iter()
-                .filter(|q| matches!(q.op, CopyOp::Program { .. }))
+                .filter(|q| q.is_host_program())
                 .min_by_key(|q| q.seq)
                 .map(|q| (q.block(), q.seq))
             else {
@@ -1962,6 +1974,24 @@ mod tests {
         d.take_ticket().expect("copies queued")
     }
 
+    /// [`zones_0_and_2_full`] with read + program copies (chunk k -> chunk k + 1) of zone 0's
+    /// first 56 blocks queued into zone 1 from block 68, keeping every chip busy: the device,
+    /// the compaction's ticket, its time, and a time 300 us later (zone 1's write pointer is
+    /// then at block 124, chunk 15).
+    fn copies_queued_into_zone_1() -> (ZonedDevice, u64, Nanos, Nanos) {
+        let (mut d, t) = zones_0_and_2_full();
+        let ticket = queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124));
+        (d, ticket, t, t + Nanos::from_us(300))
+    }
+
+    /// The first block of zone 2 whose die `pick` accepts.
+    fn zone_2_block_where(d: &ZonedDevice, pick: impl Fn(zonelab_flash::DieId) -> bool) -> u64 {
+        (0..16u64)
+            .map(|c| 128 + 4 * c)
+            .find(|&l| pick(d.map.die_of(2, (l - 128) / 4)))
+            .expect("zone 2 has a chunk on every die")
+    }
+
     /// zone_compaction at `t` with nothing else reaching the device until it completes.
     fn compact(d: &mut ZonedDevice, t: Nanos, src: &[Lba], dst: &[Lba]) -> Completion {
         let mut c = d.zone_compaction(t, t, src, dst);
@@ -2181,14 +2211,9 @@ mod tests {
         // then the host writes zone 1 at its write pointer (offset 60: chunk 15, one die) and
         // reads zone 2 on another die.
         let run = |write: bool| -> (Nanos, Nanos) {
-            let (mut d, t) = zones_0_and_2_full();
-            let ticket = queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124));
-            let t2 = t + Nanos::from_us(300);
+            let (mut d, ticket, t, t2) = copies_queued_into_zone_1();
             let written_die = d.map.die_of(1, 15);
-            let read_lba = (0..16u64)
-                .map(|c| 128 + 4 * c)
-                .find(|&l| d.map.die_of(2, (l - 128) / 4) != written_die)
-                .expect("zone 2 spans several dies");
+            let read_lba = zone_2_block_where(&d, |die| die != written_die);
             if write {
                 let w = d.write(t2, t2, Lba(124), WriteData::Fingerprints(&[77]), false);
                 assert!(w.status.is_ok(), "{:?}", w.status);
@@ -2223,14 +2248,9 @@ mod tests {
         // 15), on a die with copies queued before it in the same flash block, and reads zone
         // 2 on that die.
         let run = |write: bool| -> (Nanos, Option<Nanos>, Nanos, ZonedDevice) {
-            let (mut d, t) = zones_0_and_2_full();
-            let ticket = queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124));
-            let t2 = t + Nanos::from_us(300);
+            let (mut d, ticket, _, t2) = copies_queued_into_zone_1();
             let die = d.map.die_of(1, 15);
-            let read_lba = (0..16u64)
-                .map(|c| 128 + 4 * c)
-                .find(|&l| d.map.die_of(2, (l - 128) / 4) == die)
-                .expect("zone 2 has a chunk on every die");
+            let read_lba = zone_2_block_where(&d, |on| on == die);
             let w = write.then(|| {
                 let w = d.write(
                     t2,
@@ -2270,9 +2290,7 @@ mod tests {
 
     #[test]
     fn a_flush_programs_host_data_waiting_behind_copies() {
-        let (mut d, t) = zones_0_and_2_full();
-        let ticket = queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124));
-        let t2 = t + Nanos::from_us(300);
+        let (mut d, ticket, _, t2) = copies_queued_into_zone_1();
         let w = d.write(
             t2,
             t2,
