@@ -82,6 +82,11 @@ impl<T: Queued> CopyQueue<T> {
         self.blocks.get_mut(&block).and_then(|q| q.front_mut())
     }
 
+    /// The operation at place `nth` (0: the first) of `block`'s queue, to change.
+    pub fn nth_mut(&mut self, block: BlockKey, nth: usize) -> Option<&mut T> {
+        self.blocks.get_mut(&block).and_then(|q| q.get_mut(nth))
+    }
+
     /// Takes the first operation queued for `block`.
     pub fn pop_head(&mut self, block: BlockKey) -> Option<T> {
         let q = self.blocks.get_mut(&block)?;
@@ -103,10 +108,6 @@ impl<T: Queued> CopyQueue<T> {
     /// The operations queued for `block`, in order.
     pub fn block_ops(&self, block: BlockKey) -> impl Iterator<Item = &T> {
         self.blocks.get(&block).into_iter().flatten()
-    }
-
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
-        self.blocks.values_mut().flatten()
     }
 
     /// Takes the operations `pick` selects, in arrival order.

@@ -162,6 +162,10 @@ pub struct ZnsPlus {
     /// Host data in the write buffer whose programs are queued (LBAs).
     #[serde(skip)]
     pub(crate) deferred_lbas: u64,
+    /// Queued read-and-program copies whose data is being read into the write buffer (some
+    /// of their reads placed): chunks of buffer they hold until their programs start.
+    #[serde(skip)]
+    pub(crate) staged_chunks: u64,
     /// Per die, when the last copy operation placed on it ends (see
     /// [`ZonedDevice::copy_turn`]).
     #[serde(skip)]
@@ -193,6 +197,9 @@ pub(crate) struct QueuedCopy {
     /// The die its destination page is on (copies to one block are programmed in order).
     die: zonelab_flash::DieId,
     op: CopyOp,
+    /// Some of its reads are placed: its data takes room in the write buffer
+    /// ([`ZnsPlus::staged_chunks`]).
+    staged: bool,
 }
 
 /// How one destination chunk is filled.
@@ -641,6 +648,7 @@ impl ZonedDevice {
                         earliest: at,
                         die,
                         op,
+                        staged: false,
                     });
                     self.plus
                         .pending
@@ -832,6 +840,7 @@ impl ZonedDevice {
             return;
         };
         let t_read = self.flash.timing().read;
+        let reads_before = reads.len();
         let mut left = Vec::new();
         for (page, bytes) in std::mem::take(reads) {
             let die = page.block.die;
@@ -841,12 +850,19 @@ impl ZonedDevice {
             }
             *data_in = (*data_in).max(self.copy_read(now, from, page, bytes));
         }
+        if !q.staged && left.len() < reads_before {
+            q.staged = true;
+            self.plus.staged_chunks += 1;
+        }
         *reads = left;
     }
 
     /// Starts queued copy `q` at `from` or later (placing its flash operations; `now` is the
     /// time the timelines were last brought to, not after `from`).
     fn start_copy(&mut self, now: Nanos, from: Nanos, q: &QueuedCopy) {
+        if q.staged {
+            self.plus.staged_chunks -= 1;
+        }
         let (ready, end) = self.run_copy(now, from, from, q.zone, q.chunk, &q.op);
         self.plus
             .wp_progress
@@ -870,10 +886,13 @@ impl ZonedDevice {
     /// schedules the copies and "can reorder normal requests to avoid the convoy effect"):
     /// called whenever the device acts at `now`, it places each flash operation of a queued
     /// chunk copy that could have started since the last call (`since`) and by `now` on an
-    /// idle die: first the reads of read-and-program copies, then, in arrival order, each
-    /// copyback, and each program whose data is in. (Were a die's next program placed before
-    /// a read another die's program waits for, that die would idle until the program is
-    /// done.) Each operation waits for its own die, so a host request arriving at `now` waits
+    /// idle die: first the reads of read-and-program copies, as far as the write buffer has
+    /// room for their data ([`ZonedDevice::copy_staging_room`]; each block's first copy, then
+    /// each block's second, and so on), then, in arrival order, each copyback, and each
+    /// program whose data is in. (Were a die's next program placed before a read another
+    /// die's program waits for, that die would idle until the program is done; were every
+    /// queued copy read first, the reads of copies far down the queue would fill the dies'
+    /// gaps ahead of the programs waiting for the data of the first ones.) Each operation waits for its own die, so a host request arriving at `now` waits
     /// at most for the copy operations already under way on its chip, not for the whole
     /// command (a chip busy with normal requests gives the copies turns between them:
     /// [`ZonedDevice::copy_turn`]). Copies into one block keep their order (a copy waits
@@ -886,9 +905,28 @@ impl ZonedDevice {
         let mut next = Nanos::MAX;
         // The reads first: a read waits for no other copy, and a program waits for its data.
         let mut queue = std::mem::take(&mut self.plus.copy_queue);
-        for q in queue.iter_mut().filter(|q| q.has_reads()) {
-            let from = q.earliest.max(since);
-            self.place_copy_reads(since, from, q, now, None);
+        let room = self.copy_staging_room();
+        let blocks = queue.heads();
+        for depth in 0.. {
+            let mut deeper = false;
+            for &(_, block) in &blocks {
+                let Some(q) = queue.nth_mut(block, depth) else {
+                    continue;
+                };
+                deeper = true;
+                if !q.has_reads() || (!q.staged && self.plus.staged_chunks >= room) {
+                    continue;
+                }
+                let from = q.earliest.max(since);
+                self.place_copy_reads(since, from, q, now, None);
+                if q.has_reads() {
+                    // Behind their blocks' first operations, reads may go meanwhile.
+                    next = next.min(self.copy_start(q, from));
+                }
+            }
+            if !deeper || self.plus.staged_chunks >= room {
+                break;
+            }
         }
         // Then each block's first operation, oldest first; one that cannot start by `now`
         // holds its block back.
@@ -907,10 +945,6 @@ impl ZonedDevice {
             if let Some(h) = queue.head(block) {
                 heads.push(Reverse((h.seq, block)));
             }
-        }
-        // Behind their blocks' first operations, reads may go meanwhile.
-        for q in queue.iter().filter(|q| q.has_reads()) {
-            next = next.min(self.copy_start(q, q.earliest.max(since)));
         }
         self.plus.copy_queue = queue;
         self.plus.next_start = next;
@@ -1277,6 +1311,7 @@ impl ZonedDevice {
             earliest: data_in,
             die: dst.block.die,
             op: CopyOp::Program { data_in, dst },
+            staged: false,
         });
         self.plus.next_start = self.plus.next_start.min(data_in);
     }
@@ -1301,12 +1336,10 @@ impl ZonedDevice {
     /// Before a write of `lbas` is admitted to the write buffer: while host data waiting
     /// behind queued copies would leave too little room, the oldest queued host program starts
     /// at once, with the operations queued before it to its flash block (the controller drains
-    /// the buffer). The room kept is what the profile requires of the buffer besides: a partly
-    /// filled page per active zone and two pages in flight (a copy's data among them). The
-    /// operations queued after it keep waiting for their turn.
+    /// the buffer; [`ZonedDevice::buffer_room_for_queued`]). The operations queued after it
+    /// keep waiting for their turn.
     pub(crate) fn make_room_in_buffer(&mut self, now: Nanos, lbas: u64) {
-        let kept = self.profile.write_buffer_reserve_pages() * self.lbas_per_chunk.get();
-        let room = self.buffer.capacity().saturating_sub(kept);
+        let room = self.buffer_room_for_queued();
         while self.plus.deferred_lbas + lbas > room {
             let Some((block, seq)) = self
                 .plus
@@ -1320,6 +1353,26 @@ impl ZonedDevice {
             };
             self.force_copies_where(now, |q| q.block() == block && q.seq <= seq);
         }
+    }
+
+    /// The write buffer's room (LBAs) for data that waits for queued flash operations: host
+    /// data behind queued copies and the data copies read ahead. The rest is what the profile
+    /// requires of the buffer besides: a partly filled page per active zone and two pages in
+    /// flight.
+    fn buffer_room_for_queued(&self) -> u64 {
+        let kept = self.profile.write_buffer_reserve_pages() * self.lbas_per_chunk.get();
+        self.buffer.capacity().saturating_sub(kept)
+    }
+
+    /// Chunks of copy data the controller may read ahead for queued read-and-program copies:
+    /// what the buffer's room leaves besides the host data waiting behind copies. A real
+    /// controller reads a copy's source pages into its buffer and holds them until the
+    /// program; reading every queued copy's pages at once would need a buffer as large as
+    /// the compaction, and would put all the reads ahead of the programs that wait for them.
+    fn copy_staging_room(&self) -> u64 {
+        self.buffer_room_for_queued()
+            .saturating_sub(self.plus.deferred_lbas)
+            / self.lbas_per_chunk.get()
     }
 
     /// Checks a zone_compaction without changing anything: the zone set after it, and the
@@ -2374,6 +2427,35 @@ mod tests {
                 done - t
             );
         }
+    }
+
+    #[test]
+    fn copies_read_ahead_only_what_the_write_buffer_holds() {
+        // 14 read + program copies; the small device's 256 KiB buffer keeps 7 of its 16 pages
+        // for partly filled pages and pages in flight, so it holds the data of 9. All 14 could
+        // read within a few reads per die; the rest must wait for programs to free room.
+        let (mut d, t) = zones_0_and_2_full();
+        let room = d.copy_staging_room();
+        assert_eq!(room, 9);
+        let ticket = queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124));
+        let (mut now, mut most) = (t, 0);
+        let done = loop {
+            match d.ticket_status(ticket) {
+                Ok(done) => break done,
+                Err(_) => {
+                    now += Nanos::from_us(10);
+                    d.settle(now);
+                    most = most.max(d.plus.staged_chunks);
+                }
+            }
+        };
+        assert_eq!(
+            most, room,
+            "the copies read ahead as far as the buffer holds, no further"
+        );
+        assert_eq!(d.plus.staged_chunks, 0);
+        assert_eq!(fp_of(&mut d, done, 68), fp(0));
+        assert_eq!(fp_of(&mut d, done, 123), fp(55));
     }
 
     #[test]
