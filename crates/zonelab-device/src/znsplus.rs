@@ -892,12 +892,15 @@ impl ZonedDevice {
     /// program whose data is in. (Were a die's next program placed before a read another
     /// die's program waits for, that die would idle until the program is done; were every
     /// queued copy read first, the reads of copies far down the queue would fill the dies'
-    /// gaps ahead of the programs waiting for the data of the first ones.) Each operation waits for its own die, so a host request arriving at `now` waits
-    /// at most for the copy operations already under way on its chip, not for the whole
-    /// command (a chip busy with normal requests gives the copies turns between them:
-    /// [`ZonedDevice::copy_turn`]). Copies into one block keep their order (a copy waits
-    /// behind an earlier one to the same zone and die). Like background plugging this is
-    /// found lazily: calling it more often places the same copies at the same times.
+    /// gaps ahead of the programs waiting for the data of the first ones.) Each operation
+    /// waits for its own die, so a host request arriving at `now` waits at most for the copy
+    /// operations already under way on its chip, not for the whole command (a chip busy with
+    /// normal requests gives the copies turns between them: [`ZonedDevice::copy_turn`]).
+    /// Copies into one block keep their order (a copy waits behind an earlier one to the same
+    /// zone and die). Like background plugging this is found lazily, which is close to but
+    /// not the same as pumping at every time an operation could start: a pass places its
+    /// interval's reads before its programs (pumping at each such time moved IZC-CUB on
+    /// fileserver, 16 chips, from 250 to 236 MB/s on one seed, at twice the run time).
     pub(crate) fn pump_copies(&mut self, now: Nanos, since: Nanos) {
         if self.plus.copy_queue.is_empty() || now < self.plus.next_start {
             return;
