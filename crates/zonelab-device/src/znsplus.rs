@@ -1040,7 +1040,9 @@ impl ZonedDevice {
     }
 
     /// Starts at once the queued copies `pick` selects: first the reads of the read-and-program
-    /// ones, each where its die is free, then each copy's program or copyback, in queue order.
+    /// ones, each where its die is free, then each copy's program or copyback, in queue order,
+    /// a normal read's turn apart on a die that is still busy with a copy (a die that no read
+    /// comes to idles for it).
     /// The reads are short and a program waits for its data: a read placed behind another
     /// copy's program on its die would leave the destination die idle until that program is
     /// done, so the controller reads the batch ahead, as the chips do for queued copies
@@ -1054,8 +1056,18 @@ impl ZonedDevice {
             let from = q.earliest.max(now);
             self.place_copy_reads(now, from, q, Nanos::MAX, None);
         }
+        // Between two of them on a die, a normal read's turn (§3.2.1: a normal request waits
+        // for at most one copy operation besides the one under way, as `copy_turn` gives the
+        // queued copies): otherwise a read arriving later would wait for the whole chain.
+        let t = self.flash.timing();
+        let turn = t.read + t.page_transfer;
         for q in picked {
-            let from = q.earliest.max(now);
+            let mut from = q.earliest.max(now);
+            if let Some(&last) = self.plus.copy_until.get(q.die.0 as usize)
+                && last > now
+            {
+                from = from.max(last + turn);
+            }
             self.start_copy(now, from, &q);
         }
         self.plus.next_start = Nanos::ZERO;
@@ -2187,6 +2199,29 @@ mod tests {
     }
 
     #[test]
+    fn a_read_on_a_chip_waits_for_one_forced_copy_not_the_whole_chain() {
+        // Chunk k of zone 0 to chunk k of zone 1: copybacks, four on each die, started at once
+        // (as a flush or a full buffer does). A read arriving while they run waits for the
+        // copyback under way and at most one more, not for the four.
+        let run = |compact: bool| -> Nanos {
+            let (mut d, t) = zones_0_and_2_full();
+            if compact {
+                queue_compaction(&mut d, t, &lbas(0..56), &lbas(64..120));
+                d.start_queued_copies();
+                assert_eq!(d.znsplus_counters().copybacks, 14);
+            }
+            let t2 = t + Nanos::from_us(300);
+            d.read(t2, t2, Lba(128 + 5), 1, None).done - t2
+        };
+        let copyback = small(&[]).profile.flash.copyback.0;
+        let (alone, beside) = (run(false), run(true));
+        assert!(
+            beside <= alone + copyback.times(2),
+            "the read waits for two copybacks at most: {beside} vs {alone} alone"
+        );
+    }
+
+    #[test]
     fn read_and_program_copies_place_each_operation_when_its_die_is_free() {
         // Two chip groups: even zones on dies 0-1, odd zones on dies 2-3. Copies of zone 0
         // into zone 1 read on dies 0-1 and program on dies 2-3, so reads are quick on idle
@@ -2408,14 +2443,16 @@ mod tests {
         // program before a read another die waits for leaves that die idle; reading first,
         // every die finishes its reads and programs back to back once the first data is in.
         // So it is whether the chips take the copies as they come idle, or a command
-        // starts them at once.
+        // starts them at once (then a normal read's turn is left before each of a die's
+        // programs).
         let f = &small(&[]).profile.flash;
         let (read, program) = (
             f.read.0 + f.page_transfer.0,
             f.program.0 + f.page_transfer.0,
         );
-        let bound = read.times(5) + program.times(4);
         for at_once in [false, true] {
+            let turns = if at_once { read.times(4) } else { Nanos::ZERO };
+            let bound = read.times(5) + program.times(4) + turns;
             let (mut d, t) = zones_0_and_2_full();
             let ticket = queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124));
             if at_once {
