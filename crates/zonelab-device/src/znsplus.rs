@@ -909,6 +909,7 @@ impl ZonedDevice {
         // The reads first: a read waits for no other copy, and a program waits for its data.
         let mut queue = std::mem::take(&mut self.plus.copy_queue);
         let room = self.copy_staging_room();
+        // Placing reads takes no operation off the queue: these stay the heads below.
         let blocks = queue.heads();
         for depth in 0.. {
             let mut deeper = false;
@@ -934,7 +935,7 @@ impl ZonedDevice {
         // Then each block's first operation, oldest first; one that cannot start by `now`
         // holds its block back.
         let mut heads: BinaryHeap<Reverse<(u64, BlockKey)>> =
-            queue.heads().into_iter().map(Reverse).collect();
+            blocks.into_iter().map(Reverse).collect();
         while let Some(Reverse((_, block))) = heads.pop() {
             let q = queue.head(block).expect("a queued head");
             let from = q.earliest.max(since);
@@ -2052,6 +2053,15 @@ mod tests {
         (d, ticket, t, t + Nanos::from_us(300))
     }
 
+    /// Writes `fps` at zone 1's block 124 (chunk 15, behind the copies of
+    /// [`copies_queued_into_zone_1`]) at `t`: the write's ticket, its program queued behind them.
+    fn write_behind_copies_into_zone_1(d: &mut ZonedDevice, t: Nanos, fps: &[u64]) -> u64 {
+        let w = d.write(t, t, Lba(124), WriteData::Fingerprints(fps), false);
+        assert!(w.status.is_ok(), "{:?}", w.status);
+        d.take_ticket()
+            .expect("the write's program waits behind the copies")
+    }
+
     /// The first block of zone 2 whose die `pick` accepts.
     fn zone_2_block_where(d: &ZonedDevice, pick: impl Fn(zonelab_flash::DieId) -> bool) -> u64 {
         (0..16u64)
@@ -2342,18 +2352,7 @@ mod tests {
             let (mut d, ticket, _, t2) = copies_queued_into_zone_1();
             let die = d.map.die_of(1, 15);
             let read_lba = zone_2_block_where(&d, |on| on == die);
-            let w = write.then(|| {
-                let w = d.write(
-                    t2,
-                    t2,
-                    Lba(124),
-                    WriteData::Fingerprints(&[77, 78, 79, 80]),
-                    false,
-                );
-                assert!(w.status.is_ok(), "{:?}", w.status);
-                d.take_ticket()
-                    .expect("the write's program waits behind the copies")
-            });
+            let w = write.then(|| write_behind_copies_into_zone_1(&mut d, t2, &[77, 78, 79, 80]));
             let r = d.read(t2, t2, Lba(read_lba), 1, None);
             let written = w.map(|w| d.ticket_completion(w));
             let copies = d.ticket_completion(ticket);
@@ -2382,15 +2381,7 @@ mod tests {
     #[test]
     fn a_flush_programs_host_data_waiting_behind_copies() {
         let (mut d, ticket, _, t2) = copies_queued_into_zone_1();
-        let w = d.write(
-            t2,
-            t2,
-            Lba(124),
-            WriteData::Fingerprints(&[1, 2, 3, 4]),
-            false,
-        );
-        assert!(w.status.is_ok());
-        let wt = d.take_ticket().expect("queued");
+        let wt = write_behind_copies_into_zone_1(&mut d, t2, &[1, 2, 3, 4]);
         assert!(d.has_queued_copies());
         let f = d.flush(t2, t2);
         // The write's program and the copies before it are placed: the write's completion is
