@@ -12,10 +12,11 @@
 //!   normal requests to avoid the convoy effect"), so a normal request waits for at most one
 //!   copy operation besides the one under way on its chip; reads of the
 //!   destination blocks wait only until the write pointer has passed them (the copy of those
-//!   blocks is in place); a write to the destination zone waits in the write buffer behind the
-//!   copies queued to its flash blocks (a block's pages are programmed in order), queued with
-//!   them ([`ZonedDevice::queue_program`]), and zone management or TL_open of the zone starts
-//!   all of them. The command completes when its last copy does, known once all have started:
+//!   blocks is in place); a write to the destination zone waits behind the copies queued to its
+//!   flash blocks (a block's pages are programmed in order), queued with them
+//!   ([`ZonedDevice::queue_program`]; its data in the write buffer if the write completed
+//!   there, else outside it until its program starts), and zone management or TL_open of the
+//!   zone starts all of them. The command completes when its last copy does, known once all have started:
 //!   the host asks again until then ([`ZonedDevice::ticket_status`]), as for a write whose
 //!   programs wait. Copies into a TL_opened zone are placed at once.
 //! * `tl_open(zones, valid bitmaps)` (§3.2.2, Fig. 4): a Full zone is reopened for sparse
@@ -218,11 +219,18 @@ pub(crate) enum CopyOp {
         blocks: u64,
         dst: Option<PageAddr>,
     },
-    /// A host write's chunk, in the write buffer from `data_in` on, to be programmed at `dst`
+    /// A host write's chunk, in the controller from `data_in` on, to be programmed at `dst`
     /// after the copies queued before it to the same flash block (pages are programmed in
-    /// order): it waits in the buffer for them, and they keep taking turns with normal
-    /// requests instead of all going first (seed 000 §3.2.1, the convoy effect).
-    Program { data_in: Nanos, dst: PageAddr },
+    /// order): it waits for them, and they keep taking turns with normal requests instead of
+    /// all going first (seed 000 §3.2.1, the convoy effect). It waits in the write buffer
+    /// when the write completed there; when the write completes only as its pages are
+    /// programmed, its `parked` LBAs of host data wait outside the buffer and enter it as the
+    /// program starts ([`ZonedDevice::queue_program`]).
+    Program {
+        data_in: Nanos,
+        dst: PageAddr,
+        parked: Option<u64>,
+    },
 }
 
 impl Queued for QueuedCopy {
@@ -735,11 +743,21 @@ impl ZonedDevice {
                     }
                 }
             }
-            CopyOp::Program { data_in, dst } => {
-                self.plus.deferred_lbas -= self.lbas_per_chunk.get();
+            CopyOp::Program {
+                data_in,
+                dst,
+                parked,
+            } => {
+                let lpc = self.lbas_per_chunk.get();
+                let mut ready = base.max(data_in);
+                if let Some(host) = parked {
+                    ready = self.buffer.admit(ready, host);
+                } else {
+                    self.plus.deferred_lbas -= lpc;
+                }
                 // A chunk a copy queued before it left partly filled: its data read by then.
                 let tail = self.plus.tail_ready.remove(&zone).unwrap_or(Nanos::ZERO);
-                let done = self.program_chunk(now, base.max(data_in).max(tail), zone, chunk, dst);
+                let done = self.program_chunk(now, ready.max(tail), zone, chunk, dst);
                 (data_in, Some(done))
             }
         }
@@ -1288,10 +1306,11 @@ impl ZonedDevice {
         self.plus.copy_queue.has_block((zone, die))
     }
 
-    /// Queues the program of chunk `chunk` of `zone` at `dst`, a host write's data in the write
-    /// buffer from `data_in`, behind the operations queued to its flash block. With
-    /// `completes`, the write's completion waits for it (the write's ticket, made by its first
-    /// queued program, is then [`ZonedDevice::take_ticket`]'s).
+    /// Queues the program of chunk `chunk` of `zone` at `dst`, a host write's data in the
+    /// controller from `data_in`, behind the operations queued to its flash block. With
+    /// `completes` (writes complete when programmed), the write's completion waits for it (the
+    /// write's ticket, made by its first queued program, is then
+    /// [`ZonedDevice::take_ticket`]'s) and its data waits outside the write buffer; else in it.
     pub(crate) fn queue_program(
         &mut self,
         zone: u32,
@@ -1316,7 +1335,37 @@ impl ZonedDevice {
                 .add((zone, dst.block.die));
         }
         let lpc = self.lbas_per_chunk.get();
-        self.plus.deferred_lbas += lpc;
+        // Without a write-back buffer (the write completes when programmed, as in the authors'
+        // FEMU, which keeps the data of commands in its own memory) nothing needs the data in
+        // the buffer before the program: the host's part of the chunk leaves the buffer's
+        // room free until then, so host data waiting behind copies neither fills the buffer
+        // nor makes the controller start the copies ahead of their turn to drain it
+        // ([`ZonedDevice::make_room_in_buffer`]). What queued copies put in the chunk
+        // enters the buffer when they start.
+        let parked = completes.then(|| {
+            let from_copies: u64 = self
+                .plus
+                .copy_queue
+                .block_ops((zone, dst.block.die))
+                .filter(|q| q.chunk == chunk)
+                .map(|q| match q.op {
+                    CopyOp::ReadProgram {
+                        dst: None, blocks, ..
+                    } => blocks,
+                    _ => 0,
+                })
+                .sum();
+            assert!(
+                from_copies < lpc,
+                "a host write fills part of every chunk it queues"
+            );
+            lpc - from_copies
+        });
+        if let Some(host) = parked {
+            self.buffer.release_at(data_in, host);
+        } else {
+            self.plus.deferred_lbas += lpc;
+        }
         self.plus.copy_queue.push(QueuedCopy {
             seq: 0,
             ticket,
@@ -1326,7 +1375,11 @@ impl ZonedDevice {
             to: (chunk + 1) * lpc,
             earliest: data_in,
             die: dst.block.die,
-            op: CopyOp::Program { data_in, dst },
+            op: CopyOp::Program {
+                data_in,
+                dst,
+                parked,
+            },
             staged: false,
         });
         self.plus.next_start = self.plus.next_start.min(data_in);
@@ -2027,10 +2080,18 @@ mod tests {
 
     const LATER: Nanos = Nanos(50_000_000);
 
+    /// Writes complete once their data is in the write buffer.
+    const BUFFERED: &str = "write_completion=\"buffered\"";
+
     /// The small device with zones 0 (fingerprints 0..) and 2 (900..) written, and a time a
     /// while after: a compaction out of zone 0 and reads of zone 2 use the same dies.
     fn zones_0_and_2_full() -> (ZonedDevice, Nanos) {
-        let mut d = small(&[]);
+        zones_0_and_2_full_with(&[])
+    }
+
+    /// [`zones_0_and_2_full`] on [`small`] with `sets`.
+    fn zones_0_and_2_full_with(sets: &[&str]) -> (ZonedDevice, Nanos) {
+        let mut d = small(sets);
         let t = fill(&mut d, 0, 0, Nanos(0));
         let t = fill(&mut d, 2, 900, t) + LATER;
         (d, t)
@@ -2048,7 +2109,12 @@ mod tests {
     /// the compaction's ticket, its time, and a time 300 us later (zone 1's write pointer is
     /// then at block 124, chunk 15).
     fn copies_queued_into_zone_1() -> (ZonedDevice, u64, Nanos, Nanos) {
-        let (mut d, t) = zones_0_and_2_full();
+        copies_queued_into_zone_1_with(&[])
+    }
+
+    /// [`copies_queued_into_zone_1`] on [`small`] with `sets`.
+    fn copies_queued_into_zone_1_with(sets: &[&str]) -> (ZonedDevice, u64, Nanos, Nanos) {
+        let (mut d, t) = zones_0_and_2_full_with(sets);
         let ticket = queue_compaction(&mut d, t, &lbas(0..56), &lbas(68..124));
         (d, ticket, t, t + Nanos::from_us(300))
     }
@@ -2380,25 +2446,40 @@ mod tests {
 
     #[test]
     fn a_flush_programs_host_data_waiting_behind_copies() {
-        let (mut d, ticket, _, t2) = copies_queued_into_zone_1();
-        let wt = write_behind_copies_into_zone_1(&mut d, t2, &[1, 2, 3, 4]);
-        assert!(d.has_queued_copies());
+        // Writes complete in the write buffer: the data waits there behind the copies, and a
+        // flush must see it programmed.
+        let (mut d, ticket, _, t2) = copies_queued_into_zone_1_with(&[BUFFERED]);
+        let w = d.write(
+            t2,
+            t2,
+            Lba(124),
+            WriteData::Fingerprints(&[1, 2, 3, 4]),
+            false,
+        );
+        assert!(w.status.is_ok(), "{:?}", w.status);
+        assert!(
+            d.plus.deferred_lbas > 0,
+            "the write's chunk waits behind the copies"
+        );
         let f = d.flush(t2, t2);
-        // The write's program and the copies before it are placed: the write's completion is
-        // known without waiting for the rest of the compaction.
-        let programmed = match d.ticket_status(wt) {
-            Ok(done) => done,
-            Err(_) => panic!("a flush leaves no host data waiting"),
-        };
-        assert!(f.done >= programmed, "{} < {programmed}", f.done);
+        // The write's program and the copies before it are placed, and the flush completes
+        // once it is done (the buffer drains), not before.
+        assert_eq!(
+            d.plus.deferred_lbas, 0,
+            "a flush leaves no host data waiting"
+        );
+        let program = d.flash.timing().program;
+        assert!(f.done >= t2 + program, "{} < {}", f.done, t2 + program);
         assert!(d.ticket_completion(ticket) > Nanos(0));
+        assert_eq!(fp_of(&mut d, f.done, 124), fp(1));
     }
 
     #[test]
     fn host_data_behind_copies_leaves_the_buffer_its_reserved_room() {
-        // A 256 KiB buffer (64 LBAs, 16 chunks) keeps 7 chunks for partly filled pages and
-        // pages in flight: of twelve chunks written behind queued copies, the oldest go.
-        let (mut d, t) = zones_0_and_2_full();
+        // Writes complete in the write buffer. A 256 KiB buffer (64 LBAs, 16 chunks) keeps 7
+        // chunks for partly filled pages and pages in flight: of twelve chunks written behind
+        // queued copies, the oldest go.
+        let (mut d, t) = zones_0_and_2_full_with(&[BUFFERED]);
         let ticket = queue_compaction(&mut d, t, &lbas(0..8), &lbas(68..76));
         let mut tickets = Vec::new();
         let mut deferred = 0;
@@ -2424,6 +2505,63 @@ mod tests {
         }
         for k in 0..48u64 {
             assert_eq!(fp_of(&mut d, done, 76 + k), fp(500 + k));
+        }
+    }
+
+    #[test]
+    fn without_a_write_back_buffer_host_data_behind_copies_waits_outside_it() {
+        // Writes complete when programmed (the znsplus profiles, as the authors' FEMU): twelve
+        // chunks written behind the copies of zone 1's first four chunks, one on each die,
+        // are more than the buffer's room (9 chunks), yet their data stays out of the buffer
+        // until each program starts, so no copy is started ahead of its turn to drain it, and
+        // a flush does not wait for them (it covers completed writes only).
+        let (mut d, t) = zones_0_and_2_full();
+        // Sources one block off the chunks: read + program copies, queued until their reads.
+        let ticket = queue_compaction(&mut d, t, &lbas(1..17), &lbas(64..80));
+        let mut tickets = Vec::new();
+        for k in 0..12u64 {
+            let fps: Vec<u64> = (0..4).map(|i| 500 + 4 * k + i).collect();
+            let w = d.write(t, t, Lba(80 + 4 * k), WriteData::Fingerprints(&fps), false);
+            assert!(w.status.is_ok(), "{:?}", w.status);
+            tickets.push(d.take_ticket().expect("the chunk waits behind the copies"));
+            assert_eq!(d.plus.deferred_lbas, 0, "no host data waits in the buffer");
+        }
+        let parked = d
+            .plus
+            .copy_queue
+            .iter()
+            .filter(|q| {
+                matches!(
+                    q.op,
+                    CopyOp::Program {
+                        parked: Some(4),
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(parked, 12);
+        let copies = d
+            .plus
+            .copy_queue
+            .iter()
+            .filter(|q| matches!(q.op, CopyOp::ReadProgram { .. }))
+            .count();
+        assert_eq!(copies, 4, "every copy still waits for its turn");
+        let f = d.flush(t, t);
+        let mut done = d.ticket_completion(ticket);
+        let mut first = Nanos::MAX;
+        for wt in tickets {
+            let w = d.ticket_completion(wt);
+            first = first.min(w);
+            done = done.max(w);
+        }
+        assert!(f.done < first, "the flush waited for uncompleted writes");
+        for k in 0..48u64 {
+            assert_eq!(fp_of(&mut d, done, 80 + k), fp(500 + k));
+        }
+        for k in 0..16u64 {
+            assert_eq!(fp_of(&mut d, done, 64 + k), fp(1 + k));
         }
     }
 
