@@ -16,9 +16,9 @@
 //!   flash blocks (a block's pages are programmed in order), queued with them
 //!   ([`ZonedDevice::queue_program`]; its data in the write buffer if the write completed
 //!   there, else outside it until its program starts), and zone management or TL_open of the
-//!   zone starts all of them. The command completes when its last copy does, known once all have started:
-//!   the host asks again until then ([`ZonedDevice::ticket_status`]), as for a write whose
-//!   programs wait. Copies into a TL_opened zone are placed at once.
+//!   zone starts all of them. The command completes when its last copy does, known once all
+//!   have started: the host asks again until then ([`ZonedDevice::ticket_status`]), as for a
+//!   write whose programs wait. Copies into a TL_opened zone are placed at once.
 //! * `tl_open(zones, valid bitmaps)` (§3.2.2, Fig. 4): a Full zone is reopened for sparse
 //!   sequential overwrite (threaded logging). The device gives it a LogFBG; blocks below the
 //!   write pointer are read from the LogFBG, the others from the original FBG. The valid blocks
