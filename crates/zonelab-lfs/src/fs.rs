@@ -1132,9 +1132,7 @@ impl Fs {
             st.cache.dirty_pages() as f64
                 > self.inner.opts.dirty_background_ratio * st.cache.limit() as f64
         };
-        let _share = self.inner.cp_lock.acquire(1).await;
         self.writeback(!over).await?;
-        drop(_share);
         // Background cleaning (cost-benefit victims) while no call has come for a whole
         // writeback period and free zones run below twice the reserve (seed 000 §2.3: "the
         // background compaction is triggered only when the file system is idle and the number
@@ -1240,28 +1238,12 @@ impl Fs {
                 }
             }
         }
-        let short = |fs: &Fs| {
-            let st = fs.inner.st.borrow();
-            (st.segs.free_zones.len() as u32) < st.clean_below
-        };
-        if short(self) {
-            let _gc = self.inner.gc_lock.lock().await;
-            if short(self) {
-                // A foreground round of F2FS 4.10's f2fs_gc (as the published ZNS+ F2FS,
-                // kernel/fs/f2fs/gc.c) opens with a checkpoint, which frees the zones cleaned
-                // or emptied since the last one, then cleans (`foreground_round`).
-                let t = self.inner.sim.now();
-                self.checkpoint().await?;
-                let opening = self.inner.sim.now() - t;
-                self.foreground_round(opening).await?;
-            }
-        }
+        self.clean_if_short().await?;
         let throttle = {
             let st = self.inner.st.borrow();
             st.cache.dirty_pages() as f64 > self.inner.opts.dirty_ratio * st.cache.limit() as f64
         };
         if throttle {
-            let _share = self.inner.cp_lock.acquire(1).await;
             self.writeback(false).await?;
         } else {
             let wake = {
@@ -1271,6 +1253,30 @@ impl Fs {
             };
             if wake {
                 self.inner.flusher_wake.notify_one();
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether fewer zones than the cleaning threshold are free.
+    fn free_zones_short(&self) -> bool {
+        let st = self.inner.st.borrow();
+        (st.segs.free_zones.len() as u32) < st.clean_below
+    }
+
+    /// Foreground cleaning while free zones run short (F2FS's f2fs_balance_fs). A caller must
+    /// hold no share of the checkpoint lock: the round's checkpoint takes all of them.
+    async fn clean_if_short(&self) -> FsResult<()> {
+        if self.free_zones_short() {
+            let _gc = self.inner.gc_lock.lock().await;
+            if self.free_zones_short() {
+                // A foreground round of F2FS 4.10's f2fs_gc (as the published ZNS+ F2FS,
+                // kernel/fs/f2fs/gc.c) opens with a checkpoint, which frees the zones cleaned
+                // or emptied since the last one, then cleans (`foreground_round`).
+                let t = self.inner.sim.now();
+                self.checkpoint().await?;
+                let opening = self.inner.sim.now() - t;
+                self.foreground_round(opening).await?;
             }
         }
         Ok(())
@@ -1684,10 +1690,24 @@ impl Fs {
 
     /// Writes back dirty data pages (all, or only down to the background threshold when
     /// `partial`), then nothing else: nodes go at checkpoints and fsync. The files' writes are
-    /// issued one file after another and waited for together at the end.
+    /// issued one file after another and waited for together at the end, under a share of the
+    /// checkpoint lock. When free zones run short meanwhile it waits for the writes issued so
+    /// far, lets the share go and cleans before it goes on, as F2FS's writeback calls
+    /// f2fs_balance_fs after each data page it writes (`f2fs_write_data_page`): without that, a
+    /// large page cache's dirty data could fill every free zone in one pass and leave the
+    /// next checkpoint no room for its nodes. The caller holds no share.
     pub(crate) async fn writeback(&self, partial: bool) -> FsResult<()> {
         let mut in_flight = Vec::new();
+        let mut share = Some(self.inner.cp_lock.acquire(1).await);
         loop {
+            if self.free_zones_short() {
+                join_all(std::mem::take(&mut in_flight)).await?;
+                share = None;
+                self.clean_if_short().await?;
+            }
+            if share.is_none() {
+                share = Some(self.inner.cp_lock.acquire(1).await);
+            }
             let target = {
                 let st = self.inner.st.borrow();
                 if partial
@@ -3652,10 +3672,8 @@ impl FileSystem for Fs {
     }
 
     async fn sync(&self) -> FsResult<()> {
-        {
-            let _share = self.enter(true).await?;
-            self.writeback(false).await?;
-        }
+        drop(self.enter(true).await?);
+        self.writeback(false).await?;
         self.checkpoint().await
     }
 
