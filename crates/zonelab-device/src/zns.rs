@@ -1241,6 +1241,12 @@ impl ZonedDevice {
         let mut done = at;
         for z in zones {
             let chunk = self.progress[z as usize].programmed_chunks;
+            if chunk >= self.map.chunks_per_zone() {
+                // Every page of the zone is programmed or placed, its last ones by zone_compaction
+                // copies (which count as done at a power cut, see crate::znsplus): no partial
+                // page is left to stage.
+                continue;
+            }
             let die = self.map.page_of(z, chunk).block.die;
             done = done.max(self.flash.program_unmapped(now, ready, die));
         }
