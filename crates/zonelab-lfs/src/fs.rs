@@ -1698,15 +1698,13 @@ impl Fs {
     /// next checkpoint no room for its nodes. The caller holds no share.
     pub(crate) async fn writeback(&self, partial: bool) -> FsResult<()> {
         let mut in_flight = Vec::new();
-        let mut share = Some(self.inner.cp_lock.acquire(1).await);
+        let mut _share = self.inner.cp_lock.acquire(1).await;
         loop {
             if self.free_zones_short() {
                 join_all(std::mem::take(&mut in_flight)).await?;
-                share = None;
+                drop(_share);
                 self.clean_if_short().await?;
-            }
-            if share.is_none() {
-                share = Some(self.inner.cp_lock.acquire(1).await);
+                _share = self.inner.cp_lock.acquire(1).await;
             }
             let target = {
                 let st = self.inner.st.borrow();
