@@ -54,6 +54,8 @@ pub(crate) fn counters(stats: &FsStats, ns: &Namespace, companion: Option<&Names
             "blocks_moved": stats.blocks_moved,
             "zones_cleaned_in_device": stats.zones_cleaned_in_device,
             "blocks_copied_in_device": stats.blocks_copied_in_device,
+            "device_copy_full_chunk_blocks": stats.device_copy_full_chunk_blocks,
+            "device_copy_copyback_blocks": stats.device_copy_copyback_blocks,
             "periodic_checkpoints": stats.periodic_checkpoints,
             "threaded": stats.threaded,
             "hsr": stats.hsr,
@@ -113,6 +115,10 @@ pub(crate) fn counter_sections(w: &Value, segs_per_zone: u64) -> Value {
                 "beta": hsr.beta.beta(),
             },
             "blocks_copied_in_device": n("fs", "blocks_copied_in_device"),
+            // Of those, the blocks in fully valid source chunks (the most copyback can move)
+            // and the blocks the allocation placed for copyback (seed 000 §3.3.1).
+            "blocks_in_fully_valid_chunks": n("fs", "device_copy_full_chunk_blocks"),
+            "blocks_placed_for_copyback": n("fs", "device_copy_copyback_blocks"),
         },
         "device": {
             "flash_reads": n("flash", "reads"), "flash_programs": n("flash", "programs"),

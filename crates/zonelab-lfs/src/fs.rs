@@ -335,6 +335,12 @@ pub struct FsStats {
     pub zones_cleaned_in_device: u64,
     /// Of `blocks_moved`, those the device copied (IZC's zone_compaction).
     pub blocks_copied_in_device: u64,
+    /// Of `blocks_copied_in_device`, those in fully valid source chunks: the most copyback
+    /// could move (seed 000 §3.2.1).
+    pub device_copy_full_chunk_blocks: u64,
+    /// Of those, the blocks the allocation placed as a whole chunk on the source's chip, for
+    /// the device to copy back (seed 000 §3.3.1).
+    pub device_copy_copyback_blocks: u64,
     pub zone_resets: u64,
     /// Checkpoints taken because pre-invalid blocks exceeded theta_PI (seed 000 §3.3.2).
     pub periodic_checkpoints: u64,
@@ -582,6 +588,18 @@ fn slot_of(idx: u64) -> FsResult<Slot> {
     Err(FsError::TooLarge)
 }
 
+/// Where the blocks of one zone_compaction go, and how many of them the device can copy back.
+struct Placement {
+    /// The destination of each source block, in the order of the sources.
+    to: Vec<BlkAddr>,
+    /// Source blocks in fully valid chunks: the most that copyback could move (seed 000
+    /// §3.2.1: "a chunk is copybackable only when all the blocks in it must be copied").
+    full_chunk_blocks: u64,
+    /// Of those, the blocks placed as a whole chunk on the source's chip, which the device
+    /// copies back (unless its consecutive-copyback limit stops it).
+    copyback_blocks: u64,
+}
+
 /// Destinations for blocks `src` (in address order) among the reserved blocks `dst` (seed 000
 /// §3.3.1, Fig. 5). Copyback-aware: each fully valid source chunk takes a whole reserved chunk
 /// on the same flash chip while one is left, so the device can copy it back; then the other
@@ -591,11 +609,8 @@ fn assign_destinations(
     dst: &[BlkAddr],
     allocation: Allocation,
     dev: &Dev,
-) -> Vec<BlkAddr> {
+) -> Placement {
     assert_eq!(src.len(), dst.len(), "one destination per block");
-    if allocation == Allocation::Sequential {
-        return dst.to_vec();
-    }
     let per_chunk = dev.blocks_per_chunk() as usize;
     // Runs of blocks sharing a chunk, as (first index, length, chip).
     let runs = |v: &[BlkAddr]| {
@@ -611,34 +626,55 @@ fn assign_destinations(
         }
         out
     };
-    let mut free: BTreeMap<(u32, u32), std::collections::VecDeque<usize>> = BTreeMap::new();
-    for (i, len, chip) in runs(dst) {
-        if len == per_chunk {
-            free.entry(chip).or_default().push_back(i);
-        }
-    }
-    let mut out = vec![NULL_ADDR; src.len()];
-    let mut taken = vec![false; dst.len()];
-    for (i, len, chip) in runs(src) {
-        if len != per_chunk {
-            continue;
-        }
-        if let Some(j) = free.get_mut(&chip).and_then(|q| q.pop_front()) {
-            for k in 0..len {
-                out[i + k] = dst[j + k];
-                taken[j + k] = true;
+    let full_chunks: Vec<(usize, usize, (u32, u32))> =
+        runs(src).into_iter().filter(|r| r.1 == per_chunk).collect();
+    let to = match allocation {
+        Allocation::Sequential => dst.to_vec(),
+        Allocation::CopybackAware => {
+            let mut free: BTreeMap<(u32, u32), std::collections::VecDeque<usize>> = BTreeMap::new();
+            for (i, len, chip) in runs(dst) {
+                if len == per_chunk {
+                    free.entry(chip).or_default().push_back(i);
+                }
             }
+            let mut out = vec![NULL_ADDR; src.len()];
+            let mut taken = vec![false; dst.len()];
+            for &(i, len, chip) in &full_chunks {
+                if let Some(j) = free.get_mut(&chip).and_then(|q| q.pop_front()) {
+                    for k in 0..len {
+                        out[i + k] = dst[j + k];
+                        taken[j + k] = true;
+                    }
+                }
+            }
+            let mut rest = dst
+                .iter()
+                .zip(&taken)
+                .filter(|(_, t)| !**t)
+                .map(|(&d, _)| d);
+            for o in out.iter_mut().filter(|o| **o == NULL_ADDR) {
+                *o = rest.next().expect("as many destinations as blocks");
+            }
+            out
         }
-    }
-    let mut rest = dst
+    };
+    // A fully valid chunk is copied back when its blocks fill one chunk on its chip in the same
+    // order, whichever allocation placed them there.
+    let copyback_chunks = full_chunks
         .iter()
-        .zip(&taken)
-        .filter(|(_, t)| !**t)
-        .map(|(&d, _)| d);
-    for o in out.iter_mut().filter(|o| **o == NULL_ADDR) {
-        *o = rest.next().expect("as many destinations as blocks");
+        .filter(|&&(i, len, chip)| {
+            let (d_chip, d_chunk) = dev.chip_of(to[i] as u64);
+            d_chip == chip
+                && (0..len).all(|k| {
+                    to[i + k] == to[i] + k as BlkAddr && dev.chip_of(to[i + k] as u64).1 == d_chunk
+                })
+        })
+        .count();
+    Placement {
+        to,
+        full_chunk_blocks: (full_chunks.len() * per_chunk) as u64,
+        copyback_blocks: (copyback_chunks * per_chunk) as u64,
     }
-    out
 }
 
 /// Temperature of a node (F2FS: hot = direct nodes of directories, warm = direct nodes of
@@ -2889,8 +2925,10 @@ impl Fs {
                 dsts.push(d);
             }
             let from: Vec<BlkAddr> = srcs.iter().map(|s| s.0).collect();
-            let to = assign_destinations(&from, &dsts, copy.allocation, &self.inner.dev);
-            for (&(a, sum), d) in srcs.iter().zip(to) {
+            let placed = assign_destinations(&from, &dsts, copy.allocation, &self.inner.dev);
+            st.stats.device_copy_full_chunk_blocks += placed.full_chunk_blocks;
+            st.stats.device_copy_copyback_blocks += placed.copyback_blocks;
+            for (&(a, sum), d) in srcs.iter().zip(placed.to) {
                 st.segs.invalidate(a, t);
                 st.segs.set_owner(d, sum);
                 let e = st.nat.entries[sum.nid as usize];

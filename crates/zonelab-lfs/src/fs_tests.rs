@@ -441,6 +441,18 @@ fn internal_zone_compaction_moves_blocks_in_the_device() {
             plus.compacted_blocks, st.blocks_copied_in_device,
             "{plus:?}"
         );
+        // What the allocation placed for copyback is what the device copied back (the small
+        // device's copyback limit is never reached), within the fully valid chunks.
+        assert!(
+            st.device_copy_copyback_blocks <= st.device_copy_full_chunk_blocks
+                && st.device_copy_full_chunk_blocks <= st.blocks_copied_in_device,
+            "{st:?}"
+        );
+        assert_eq!(plus.copyback_limit_hits, 0, "{plus:?}");
+        assert_eq!(
+            plus.copyback_blocks, st.device_copy_copyback_blocks,
+            "{allocation:?}: {plus:?}"
+        );
         copybacks.push(plus.copybacks as f64 / (plus.copybacks + plus.readprogram_copies) as f64);
     }
     assert!(
