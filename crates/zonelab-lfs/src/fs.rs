@@ -419,17 +419,13 @@ impl DirIndex {
         (b, found.is_none())
     }
 
-    /// Removes the entry `name` of block `b`.
+    /// Removes the entry `name` of block `b` (names are unique in a directory: the scan stops
+    /// at it).
     fn remove(&mut self, b: usize, name: &[u8]) {
-        let mut freed = 0;
-        self.blocks[b].retain(|d| {
-            let keep = d.name != name;
-            if !keep {
-                freed += d.size();
-            }
-            keep
-        });
-        self.used[b] -= freed;
+        if let Some(i) = self.blocks[b].iter().position(|d| d.name == name) {
+            let d = self.blocks[b].remove(i);
+            self.used[b] -= d.size();
+        }
     }
 
     fn block(&self, b: usize) -> &[Dentry] {
