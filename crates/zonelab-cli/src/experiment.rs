@@ -238,19 +238,37 @@ fn device_profile(d: &DeviceCfg, fmt: FormatOptions, fp: bool) -> Result<(Profil
     if p.zns.conventional_zones > 0 || d.metadata == "companion" {
         return Ok((p, 0));
     }
+    // Why the tries failed: the layout's complaints (the first and the last), else why the
+    // profile could not take more zones.
+    let (mut layout_errs, mut profile_err) = (Vec::new(), String::new());
     for k in 1..=64u32 {
         let mut s = sets.clone();
         s.push(("zones".into(), (p.zns.zones + k).to_string()));
         s.push(("conventional_zones".into(), k.to_string()));
-        let Ok(q) = Profile::load(&d.profile, &s) else {
-            continue;
+        let q = match Profile::load(&d.profile, &s) {
+            Ok(q) => q,
+            Err(e) => {
+                profile_err = e.to_string();
+                continue;
+            }
         };
-        if plan(DeviceShape::of(&q), fmt, fp).is_ok() {
-            return Ok((q, k));
+        match plan(DeviceShape::of(&q), fmt, fp) {
+            Ok(_) => return Ok((q, k)),
+            Err(e) => layout_errs.push(e.to_string()),
         }
     }
+    // The same complaint with more room and with less: the format cannot work at all (e.g.
+    // segments that do not divide a zone).
+    if layout_errs.len() > 1 && layout_errs.first() == layout_errs.last() {
+        bail!(
+            "cannot format the file system on profile {}: {}",
+            d.profile,
+            layout_errs[0]
+        );
+    }
+    let last = layout_errs.pop().unwrap_or(profile_err);
     bail!(
-        "profile {} cannot hold the file system's metadata on up to 64 added conventional zones (are there enough flash blocks? try --set device.set.blocks_per_plane=...)",
+        "profile {} cannot hold the file system's metadata on up to 64 added conventional zones: {last} (are there enough flash blocks? try --set device.set.blocks_per_plane=...)",
         d.profile
     )
 }
@@ -394,13 +412,29 @@ pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Pla
     };
     let length = match (&exp.run.duration, exp.run.ops) {
         (Some(_), Some(_)) => bail!("run: give duration or ops, not both"),
-        (Some(d), None) => Some(RunLength::Time(
-            parse_duration(d).map_err(|e| anyhow!("run.duration: {e}"))?,
-        )),
+        (Some(d), None) => {
+            let t = parse_duration(d).map_err(|e| anyhow!("run.duration: {e}"))?;
+            if t == Nanos::ZERO {
+                bail!("run.duration: {d} measures nothing; give a positive time, e.g. \"8s\"");
+            }
+            Some(RunLength::Time(t))
+        }
+        (None, Some(0)) => bail!("run.ops: 0 measures nothing; give at least 1"),
         (None, Some(n)) => Some(RunLength::Ops(n)),
         (None, None) => None,
     };
     let cache_bytes = parse_size(&exp.host.dram).map_err(|e| anyhow!("host.dram: {e}"))?;
+    let min_cache = zonelab_lfs::fs::MIN_CACHE_PAGES * 4096;
+    if cache_bytes < min_cache {
+        bail!(
+            "host.dram: {} is less than the page cache's minimum of {} KiB",
+            exp.host.dram,
+            min_cache >> 10
+        );
+    }
+    if exp.host.cores == 0 {
+        bail!("host.cores: the host needs at least 1 core");
+    }
     let write_page = match &exp.host.write_page {
         Some(t) => parse_duration(t).map_err(|e| {
             anyhow!("host.write_page: {e} (the CPU time per page written back, e.g. \"8us\")")
@@ -409,7 +443,7 @@ pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Pla
     };
     let opts = FsOptions {
         host: HostModel {
-            cores: exp.host.cores.max(1),
+            cores: exp.host.cores,
             write_page,
             ..Default::default()
         },

@@ -391,17 +391,18 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
             );
             drop(c);
             dn.set(true);
-            let report = report.map_err(|e| zonelab_lfs::FsError::Io(e.to_string()))?;
+            // A workload's own error (bad parameters, a mismatch) keeps its message: it is not
+            // the device's.
+            let report = report?;
             fs.sync().await?;
             let problems = fs.check().await?;
-            Ok::<_, zonelab_lfs::FsError>((report, end, problems, fs.statfs()))
+            Ok::<_, anyhow::Error>((report, end, problems, fs.statfs()))
         })
         .context("the simulation stalled")?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let (report, (report_end, end, compactions), problems, statfs) =
-        outcome.map_err(|e| anyhow!("{e}"))?;
+    let (report, (report_end, end, compactions), problems, statfs) = outcome?;
     let wall_s = wall.elapsed().as_secs_f64();
 
     // Counters of the measured window: their values at its end less those at its start.

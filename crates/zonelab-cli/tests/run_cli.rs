@@ -121,8 +121,20 @@ fn bad_experiments_are_explained() {
     let exp = exp.to_str().unwrap();
     let out = temp("bad.json");
     let out = out.to_str().unwrap();
+    // The same experiment measured by operations instead of time.
+    let by_ops = temp("no-duration.toml");
+    let text = std::fs::read_to_string(exp).unwrap();
+    std::fs::write(
+        &by_ops,
+        text.lines()
+            .filter(|l| !l.starts_with("duration"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .unwrap();
+    let no_duration = by_ops.to_str().unwrap();
     // The arguments after `run`, and what the error must say.
-    let cases: [(&[&str], &str); 11] = [
+    let cases: [(&[&str], &str); 17] = [
         (
             &[exp, "-o", out, "--set", "fs.policy=nonsense"],
             "unknown policy",
@@ -172,6 +184,28 @@ fn bad_experiments_are_explained() {
         (
             &[exp, "--set", "fs.reserved_zones=100000"],
             "reserved_zones = 100000 does not fit",
+        ),
+        (
+            &[exp, "--set", "run.duration=\"0s\""],
+            "run.duration: 0s measures nothing",
+        ),
+        (
+            &[no_duration, "--set", "run.ops=0"],
+            "run.ops: 0 measures nothing",
+        ),
+        (
+            &[exp, "--set", "host.dram=\"100KiB\""],
+            "less than the page cache's minimum of 256 KiB",
+        ),
+        (&[exp, "--set", "host.cores=0"], "at least 1 core"),
+        (
+            &[exp, "--set", "fs.segs_per_zone=3"],
+            "cannot format the file system on profile znsplus-mlc: invalid argument: segs_per_zone (3) must divide",
+        ),
+        // A workload's own error is not reported as the device's.
+        (
+            &[exp, "--set", "workload.threads=0"],
+            "error: invalid workload parameters: nthreads must be at least 1",
         ),
     ];
     for (args, says) in cases {

@@ -124,11 +124,15 @@ enum HeldBlock {
     Data { ino: Ino, idx: u64 },
 }
 
+/// The fewest pages the page cache holds, whatever `FsOptions::cache_bytes` asks (a call may
+/// pin a few dozen pages at once).
+pub const MIN_CACHE_PAGES: u64 = 64;
+
 /// Mount options.
 #[derive(Clone, Debug)]
 pub struct FsOptions {
     pub host: HostModel,
-    /// Page cache size in bytes (data and node pages).
+    /// Page cache size in bytes (data and node pages), at least [`MIN_CACHE_PAGES`] pages.
     pub cache_bytes: u64,
     /// Share of the cache that may be dirty before background writeback starts, and before
     /// writers must write back themselves (Linux dirty_background_ratio and dirty_ratio).
@@ -790,7 +794,7 @@ impl Fs {
         let clean_below = cleaning_threshold(reserved, policy.threaded_logging().is_some());
         let max_nids = layout.sb.max_nids as usize;
         let nat_blocks = layout.sb.nat_blocks as usize;
-        let cache_pages = (opts.cache_bytes / BLOCK as u64).max(64);
+        let cache_pages = (opts.cache_bytes / BLOCK as u64).max(MIN_CACHE_PAGES);
         let mut segs = Segments::new(layout);
         if let Some(tl) = policy.threaded_logging() {
             // HSR's unit costs from the device's flash timing (seed 000 §3.3.2): an in-device
