@@ -228,6 +228,36 @@ fn bad_options_are_named_and_fail() {
     ]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("ioscheduler"), "{}", stderr(&o));
+    // Regions and sizes that cannot work are refused before any job runs (no report printed).
+    for (args, says) in [
+        (
+            &["--rw=write", "--size=0"][..],
+            "size (0 bytes) must hold at least one 4096-byte logical block",
+        ),
+        (
+            &["--rw=write", "--bs=3k"][..],
+            "bs (3072) must be a multiple of the device's 4096-byte logical block",
+        ),
+        (
+            &["--rw=write", "--zonemode=zbd", "--offset=1g", "--size=1m"][..],
+            "region of clone 0 (offset 1073741824 bytes, size 1048576 bytes) must start at a zone start",
+        ),
+        (
+            &[
+                "--rw=write",
+                "--zonemode=zbd",
+                "--size=2m",
+                "--numjobs=2",
+                "--offset_increment=1m",
+            ][..],
+            "region of clone 1",
+        ),
+    ] {
+        let o = zonelab(&[&["fio", "--profile=zn540", "--name=a"][..], args].concat());
+        assert!(!o.status.success(), "{args:?}");
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+    }
 }
 
 #[test]

@@ -415,21 +415,10 @@ impl CloneState {
         (first as u32, end.max(first) as u32)
     }
 
-    fn no_whole_zone(&mut self) -> Planned {
-        self.error = Some(format!(
-            "with zonemode=zbd the region (offset {} bytes, size {} bytes) must start at a zone start or contain a whole zone; align offset to the zone size",
-            self.start * self.lba_size,
-            self.lbas * self.lba_size
-        ));
-        Planned::Done
-    }
-
     #[inline(always)]
     fn plan_zbd_write(&mut self, now: Nanos, view: &mut ZoneView, nlb: u64) -> Planned {
         let (first, end) = self.zone_range;
-        if first == end {
-            return self.no_whole_zone();
-        }
+        assert!(first < end, "validate checked that the region holds a zone");
         let nzones = (end - first) as u64;
         let candidate = if self.random {
             first + self.rng.below(nzones) as u32
@@ -495,9 +484,7 @@ impl CloneState {
     #[inline(always)]
     fn plan_zbd_read(&mut self, now: Nanos, view: &mut ZoneView, nlb: u64) -> Planned {
         let (first, end) = self.zone_range;
-        if first == end {
-            return self.no_whole_zone();
-        }
+        assert!(first < end, "validate checked that the region holds a zone");
         let nzones = end - first;
         let written = |z: u32| view.wp[z as usize];
         if self.random {
@@ -579,19 +566,32 @@ fn validate(spec: &JobSpec, dev: &Namespace) -> Result<(), RunError> {
     };
     let lba = dev.lba_size();
     for (dir, bs) in [("read", spec.bs.read), ("write", spec.bs.write)] {
+        // One size for both directions (plain `bs=`) is named as the user gave it.
+        let what = if spec.bs.read == spec.bs.write {
+            format!("bs ({bs})")
+        } else {
+            format!("bs for {dir} ({bs})")
+        };
         if bs % lba != 0 {
             return err(format!(
-                "bs for {dir} ({bs}) must be a multiple of the device's {lba}-byte logical block"
+                "{what} must be a multiple of the device's {lba}-byte logical block"
             ));
         }
         if bs / lba > dev.buffer_limit() {
             return err(format!(
-                "bs for {dir} ({bs}) exceeds the largest transfer the device accepts ({} bytes)",
+                "{what} exceeds the largest transfer the device accepts ({} bytes)",
                 dev.buffer_limit() * lba
             ));
         }
     }
     let total = dev.total_lbas() * lba;
+    if let Some(size) = spec.size.map(|s| s.resolve(total))
+        && size < lba
+    {
+        return err(format!(
+            "size ({size} bytes) must hold at least one {lba}-byte logical block; leave it out to use the whole device"
+        ));
+    }
     let off = spec.offset.resolve(total);
     if !off.is_multiple_of(lba) {
         return err(format!(
@@ -648,6 +648,21 @@ fn validate(spec: &JobSpec, dev: &Namespace) -> Result<(), RunError> {
                 "max_open_zones ({m}) exceeds the device's limit of {} open zones",
                 dev.profile().zns.max_open
             ));
+        }
+        // Every clone's region must hold a zone to work in (checked here, before any job runs).
+        let geometry = zoned.zones().geometry();
+        let zs = geometry.zone_size;
+        for clone in 0..spec.numjobs {
+            let (start, lbas) = region(spec, clone, dev.total_lbas(), lba);
+            let (first, end) = CloneState::zones_in_region(start, lbas, zs, geometry.zones as u64);
+            if first == end {
+                return err(format!(
+                    "with zonemode=zbd the region of clone {clone} (offset {} bytes, size {} bytes) must start at a zone start or contain a whole zone; align offset to the zone size ({} bytes)",
+                    start * lba,
+                    lbas * lba,
+                    zs * lba
+                ));
+            }
         }
     }
     Ok(())
@@ -770,6 +785,21 @@ pub fn run_on(
     })
 }
 
+/// The LBAs clone `clone` of `spec` works on, as (first, count): from its offset (plus the
+/// clone's offset_increment) for `size` bytes, or to the device's end; at least one block, and
+/// within the device.
+fn region(spec: &JobSpec, clone: u32, dev_lbas: u64, lba_size: u64) -> (u64, u64) {
+    let total = dev_lbas * lba_size;
+    let base = spec.offset.resolve(total) + clone as u64 * spec.offset_increment.resolve(total);
+    let start = (base / lba_size).min(dev_lbas.saturating_sub(1));
+    let size = spec
+        .size
+        .map(|s| s.resolve(total))
+        .unwrap_or(total - base.min(total));
+    let lbas = (size / lba_size).min(dev_lbas - start).max(1);
+    (start, lbas)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn make_clone(
     spec: &Rc<JobSpec>,
@@ -782,13 +812,7 @@ fn make_clone(
     view: &ZoneView,
 ) -> CloneState {
     let total = dev_lbas * lba_size;
-    let base = spec.offset.resolve(total) + clone as u64 * spec.offset_increment.resolve(total);
-    let start = (base / lba_size).min(dev_lbas.saturating_sub(1));
-    let size = spec
-        .size
-        .map(|s| s.resolve(total))
-        .unwrap_or(total - base.min(total));
-    let lbas = (size / lba_size).min(dev_lbas - start).max(1);
+    let (start, lbas) = region(spec, clone, dev_lbas, lba_size);
     let region_bytes = lbas * lba_size;
     let ramp_end = now + Nanos(spec.ramp_time_ns);
     let t_end = spec.runtime_ns.map(|r| ramp_end + Nanos(r));
