@@ -387,6 +387,8 @@ fn zone_compaction(a: CompactionArgs) -> Result<ExitCode> {
     let now = img.clock;
     let src: Vec<Lba> = src.iter().map(|&l| Lba(l)).collect();
     let dst: Vec<Lba> = dst.iter().map(|&l| Lba(l)).collect();
+    // Which block breaks which rule, if the device will refuse the command.
+    let refusal = img.device.compaction_refusal(&src, &dst);
     let mut c = img.device.zone_compaction(now, now, &src, &dst);
     if let Some(ticket) = img.device.take_ticket() {
         c.done = img.device.ticket_completion(ticket);
@@ -403,7 +405,13 @@ fn zone_compaction(a: CompactionArgs) -> Result<ExitCode> {
             println!("latency: {latency}");
             Ok(ExitCode::SUCCESS)
         }
-        Err(s) => Ok(nvme_error("zone-compaction", s)),
+        Err(s) => match refusal {
+            Some((r, why)) if r == s => {
+                eprintln!("zonelab: zone-compaction: {s}: {why}");
+                Ok(ExitCode::from(1))
+            }
+            _ => Ok(nvme_error("zone-compaction", s)),
+        },
     }
 }
 
@@ -441,6 +449,16 @@ fn tl_open(a: TlOpenArgs) -> Result<ExitCode> {
             );
             println!("latency: {latency}");
             Ok(ExitCode::SUCCESS)
+        }
+        // TL_open reopens a Full zone only (seed 000 §3.2.2); say so rather than the general
+        // hint about state transitions.
+        Err(s @ NvmeStatus::InvalidZoneStateTransition) if zone.state != ZoneState::Full => {
+            eprintln!(
+                "zonelab: tl-open: {s}: zone {:#x} is {}; TL_open reopens a FULL zone for threaded logging (fill or finish it first)",
+                a.zslba,
+                zone.state.nvme_cli_name()
+            );
+            Ok(ExitCode::from(1))
         }
         Err(s) => Ok(nvme_error("tl-open", s)),
     }

@@ -607,13 +607,18 @@ fn znsplus_commands_copy_plug_and_refuse_bad_ranges() {
     assert_eq!(r.stdout, want);
     assert_eq!(zone_field(&report_json(s, &[]), 1, "wp"), 76);
 
-    // Bad ranges: behind the write pointer, past the namespace, lists of different lengths.
-    nvme_fails(
+    // Bad ranges: behind the write pointer, past the namespace, lists of different lengths,
+    // unwritten sources, falling destinations; each says which block breaks which rule.
+    let e = nvme_fails(
         &img,
         &["zns", "zone-compaction", s, "--src", "0", "--dst", "70"],
         "Zone Invalid Write",
     );
-    nvme_fails(
+    assert!(
+        e.contains("destination LBA 0x46 is below zone 1's write pointer (0x4c)"),
+        "{e}"
+    );
+    let e = nvme_fails(
         &img,
         &[
             "zns",
@@ -626,6 +631,30 @@ fn znsplus_commands_copy_plug_and_refuse_bad_ranges() {
         ],
         "LBA Out of Range",
     );
+    assert!(e.contains("LBA 0x10000 is past the namespace"), "{e}");
+    let e = nvme_fails(
+        &img,
+        &["zns", "zone-compaction", s, "--src", "130", "--dst", "80"],
+        "Invalid Field in Command",
+    );
+    assert!(e.contains("source LBA 0x82 holds no data"), "{e}");
+    let e = nvme_fails(
+        &img,
+        &[
+            "zns",
+            "zone-compaction",
+            s,
+            "--src",
+            "0,1",
+            "--dst",
+            "81,80",
+        ],
+        "Zone Invalid Write",
+    );
+    assert!(
+        e.contains("destinations in zone 1 must rise: LBA 0x50 comes after 0x51"),
+        "{e}"
+    );
     let before = fs::read(&img).unwrap();
     let e = fails(&["zns", "zone-compaction", s, "--src", "0+2", "--dst", "80"]);
     assert!(e.contains("one destination per source"), "{e}");
@@ -635,10 +664,14 @@ fn znsplus_commands_copy_plug_and_refuse_bad_ranges() {
     assert_eq!(fs::read(&img).unwrap(), before);
 
     // Threaded logging on zone 0: blocks 0-31 stay valid, the rest is overwritten.
-    nvme_fails(
+    let e = nvme_fails(
         &img,
         &["zns", "tl-open", s, "-s", "64", "--valid", "0+4"],
         "Invalid Zone State Transition",
+    );
+    assert!(
+        e.contains("zone 0x40 is IMP_OPENED; TL_open reopens a FULL zone"),
+        "{e}"
     );
     let o = ok(&["zns", "tl-open", s, "-s", "0", "--valid", "0+32"]);
     assert!(o.contains("valid blocks:32 of 64"), "{o}");

@@ -1200,7 +1200,7 @@ impl ZonedDevice {
         let at = at + c.sq_fetch.0;
         let (zs, plans) = match self.plan_compaction(src, dst) {
             Ok(p) => p,
-            Err(s) => return self.error(now, at, c.write_cost.0, s),
+            Err((s, _)) => return self.error(now, at, c.write_cost.0, s),
         };
         let t = self.firmware.run(now, at, c.write_cost.0);
         let t = self.pcie.to_device(now, t, 16 * src.len() as u64);
@@ -1444,31 +1444,69 @@ impl ZonedDevice {
             / self.lbas_per_chunk.get()
     }
 
+    /// Why the device would refuse zone_compaction from `src` to `dst` (the NVMe status it
+    /// returns and, for the user, which block breaks which rule), or None if it would accept
+    /// it. Changes nothing.
+    pub fn compaction_refusal(&self, src: &[Lba], dst: &[Lba]) -> Option<(NvmeStatus, String)> {
+        self.plan_compaction(src, dst).err()
+    }
+
     /// Checks a zone_compaction without changing anything: the zone set after it, and the
-    /// destinations per zone.
+    /// destinations per zone; or the status it fails with and why.
     fn plan_compaction(
         &self,
         src: &[Lba],
         dst: &[Lba],
-    ) -> Result<(ZoneSet, Vec<DstPlan>), NvmeStatus> {
+    ) -> Result<(ZoneSet, Vec<DstPlan>), (NvmeStatus, String)> {
+        let refuse = |s: NvmeStatus, why: String| Err((s, why));
         if src.is_empty() || src.len() != dst.len() {
-            return Err(NvmeStatus::InvalidFieldInCommand);
+            return refuse(
+                NvmeStatus::InvalidFieldInCommand,
+                format!(
+                    "{} source and {} destination blocks: give one destination per source block, at least one",
+                    src.len(),
+                    dst.len()
+                ),
+            );
         }
         let total = self.zones.total_lbas();
-        if src.iter().chain(dst).any(|l| l.0 >= total) {
-            return Err(NvmeStatus::LbaOutOfRange);
+        if let Some(l) = src.iter().chain(dst).find(|l| l.0 >= total) {
+            return refuse(
+                NvmeStatus::LbaOutOfRange,
+                format!("LBA {:#x} is past the namespace's {total} LBAs", l.0),
+            );
         }
         let zdiv = self.zones.zone_div();
         for &l in src {
             let (zi, off) = zdiv.div_rem(l.0);
             let z = self.zones.zone(ZoneId(zi as u32));
             match (z.ztype, z.state) {
-                (ZoneType::Conventional, _) => return Err(NvmeStatus::InvalidFieldInCommand),
-                (_, ZoneState::Offline) => return Err(NvmeStatus::ZoneIsOffline),
+                (ZoneType::Conventional, _) => {
+                    return refuse(
+                        NvmeStatus::InvalidFieldInCommand,
+                        format!(
+                            "source LBA {:#x} is in conventional zone {zi}: zone_compaction copies between sequential zones",
+                            l.0
+                        ),
+                    );
+                }
+                (_, ZoneState::Offline) => {
+                    return refuse(
+                        NvmeStatus::ZoneIsOffline,
+                        format!("source LBA {:#x} is in offline zone {zi}", l.0),
+                    );
+                }
                 _ => {}
             }
-            if off >= self.data.seq_len(zi as u32) {
-                return Err(NvmeStatus::InvalidFieldInCommand);
+            let written = self.data.seq_len(zi as u32);
+            if off >= written {
+                return refuse(
+                    NvmeStatus::InvalidFieldInCommand,
+                    format!(
+                        "source LBA {:#x} holds no data: zone {zi} has {written} blocks written, and it is block {off}",
+                        l.0
+                    ),
+                );
             }
         }
         let mut plans: Vec<DstPlan> = Vec::new();
@@ -1490,23 +1528,71 @@ impl ZonedDevice {
         let mut zs = self.zones.clone();
         for p in &plans {
             let z = zs.zone(ZoneId(p.zone)).clone();
+            let zi = p.zone;
+            let state = |s: NvmeStatus, what: &str| {
+                refuse(
+                    s,
+                    format!(
+                        "destination zone {zi} is {what}: it takes no copies (see report-zones)"
+                    ),
+                )
+            };
             match (z.ztype, z.state) {
-                (ZoneType::Conventional, _) => return Err(NvmeStatus::InvalidFieldInCommand),
-                (_, ZoneState::Full) => return Err(NvmeStatus::ZoneIsFull),
-                (_, ZoneState::ReadOnly) => return Err(NvmeStatus::ZoneIsReadOnly),
-                (_, ZoneState::Offline) => return Err(NvmeStatus::ZoneIsOffline),
+                (ZoneType::Conventional, _) => {
+                    return refuse(
+                        NvmeStatus::InvalidFieldInCommand,
+                        format!(
+                            "destination zone {zi} is conventional: zone_compaction copies between sequential zones"
+                        ),
+                    );
+                }
+                (_, ZoneState::Full) => return state(NvmeStatus::ZoneIsFull, "full"),
+                (_, ZoneState::ReadOnly) => return state(NvmeStatus::ZoneIsReadOnly, "read-only"),
+                (_, ZoneState::Offline) => return state(NvmeStatus::ZoneIsOffline, "offline"),
                 _ => {}
             }
-            if p.blocks.windows(2).any(|w| w[1].0 <= w[0].0) || p.blocks[0].0 < p.from {
-                return Err(NvmeStatus::ZoneInvalidWrite);
+            if p.blocks[0].0 < p.from {
+                return refuse(
+                    NvmeStatus::ZoneInvalidWrite,
+                    format!(
+                        "destination LBA {:#x} is below zone {zi}'s write pointer ({:#x}): destinations start at or after it",
+                        z.start.0 + p.blocks[0].0,
+                        z.wp.0
+                    ),
+                );
+            }
+            if let Some(w) = p.blocks.windows(2).find(|w| w[1].0 <= w[0].0) {
+                return refuse(
+                    NvmeStatus::ZoneInvalidWrite,
+                    format!(
+                        "destinations in zone {zi} must rise: LBA {:#x} comes after {:#x}",
+                        z.start.0 + w[1].0,
+                        z.start.0 + w[0].0
+                    ),
+                );
             }
             if let Some(tl) = self.plus.tl.get(&p.zone)
-                && p.blocks.iter().any(|&(off, _)| tl.is_valid(off))
+                && let Some(&(off, _)) = p.blocks.iter().find(|&&(off, _)| tl.is_valid(off))
             {
-                return Err(NvmeStatus::ZoneInvalidWrite);
+                return refuse(
+                    NvmeStatus::ZoneInvalidWrite,
+                    format!(
+                        "destination LBA {:#x} is a valid block of TL_opened zone {zi}, which threaded logging keeps",
+                        z.start.0 + off
+                    ),
+                );
             }
             let end = p.blocks.last().expect("not empty").0 + 1;
-            zs.write(z.wp, end - p.from, false)?;
+            if let Err(s) = zs.write(z.wp, end - p.from, false) {
+                return refuse(
+                    s,
+                    format!(
+                        "zone {zi} cannot take {} more blocks from its write pointer: {}",
+                        end - p.from,
+                        s.hint()
+                    ),
+                );
+            }
         }
         Ok((zs, plans))
     }
