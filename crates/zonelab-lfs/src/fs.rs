@@ -589,22 +589,22 @@ fn slot_of(idx: u64) -> FsResult<Slot> {
 }
 
 /// Where the blocks of one zone_compaction go, and how many of them the device can copy back.
-struct Placement {
+pub(crate) struct Placement {
     /// The destination of each source block, in the order of the sources.
-    to: Vec<BlkAddr>,
+    pub(crate) to: Vec<BlkAddr>,
     /// Source blocks in fully valid chunks: the most that copyback could move (seed 000
     /// §3.2.1: "a chunk is copybackable only when all the blocks in it must be copied").
-    full_chunk_blocks: u64,
+    pub(crate) full_chunk_blocks: u64,
     /// Of those, the blocks placed as a whole chunk on the source's chip, which the device
     /// copies back (unless its consecutive-copyback limit stops it).
-    copyback_blocks: u64,
+    pub(crate) copyback_blocks: u64,
 }
 
 /// Destinations for blocks `src` (in address order) among the reserved blocks `dst` (seed 000
 /// §3.3.1, Fig. 5). Copyback-aware: each fully valid source chunk takes a whole reserved chunk
 /// on the same flash chip while one is left, so the device can copy it back; then the other
 /// blocks fill the remaining reserved blocks in order. Sequential: `dst` in order.
-fn assign_destinations(
+pub(crate) fn assign_destinations(
     src: &[BlkAddr],
     dst: &[BlkAddr],
     allocation: Allocation,

@@ -2074,3 +2074,92 @@ fn writing_pages_back_costs_the_host_cpu_per_page() {
         "{extra:?} more for {PAGES} pages"
     );
 }
+
+mod copyback_aware_allocation {
+    //! CAB (seed 000 §3.3.1, Fig. 5) over random victim segments.
+    use super::*;
+    use crate::dev::Dev;
+    use crate::fs::assign_destinations;
+    use crate::ondisk::BlkAddr;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    /// A segment's chunks: whole (every block valid) or a random pattern of valid blocks.
+    fn segment() -> impl Strategy<Value = Vec<[bool; 4]>> {
+        proptest::collection::vec(
+            prop_oneof![
+                3 => Just([true; 4]),
+                2 => any::<[bool; 4]>(),
+            ],
+            128,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        /// The valid blocks of a victim segment go to a reserved region of as many blocks
+        /// starting anywhere in another zone. Every reserved block is used once; CAB places
+        /// for copyback, on each chip, as many whole source chunks as the chip has both whole
+        /// source chunks and whole reserved chunks (no placement inside the region can do
+        /// better), and never fewer than copyback-unaware allocation.
+        #[test]
+        fn copyback_aware_allocation_copies_back_all_a_chip_can(
+            chunks in segment(),
+            start in 0u64..512,
+            dst_zone in 6u64..12,
+        ) {
+            let (sim, stack) = small_device(PayloadMode::Fingerprint);
+            let dev = Dev::new(sim, Devices::from(stack)).unwrap();
+            let lpc = dev.blocks_per_chunk();
+            prop_assume!(lpc == 4);
+            let zone_blocks = 128 * lpc;
+            // Zone 5 is the victim.
+            let src: Vec<BlkAddr> = chunks
+                .iter()
+                .enumerate()
+                .flat_map(|(c, bits)| {
+                    bits.iter()
+                        .enumerate()
+                        .filter(|&(_, &v)| v)
+                        .map(move |(k, _)| (5 * zone_blocks + c as u64 * lpc + k as u64) as BlkAddr)
+                })
+                .collect();
+            prop_assume!(!src.is_empty());
+            let start = start.min(zone_blocks - src.len() as u64);
+            let dst: Vec<BlkAddr> = (0..src.len() as u64)
+                .map(|i| (dst_zone * zone_blocks + start + i) as BlkAddr)
+                .collect();
+            // Whole chunks per chip on each side.
+            let whole = |addrs: &[BlkAddr]| {
+                let mut per_chunk: BTreeMap<u64, (u64, (u32, u32))> = BTreeMap::new();
+                for &a in addrs {
+                    let (chip, chunk) = dev.chip_of(a as u64);
+                    per_chunk.entry(chunk).or_insert((0, chip)).0 += 1;
+                }
+                let mut per_chip: BTreeMap<(u32, u32), u64> = BTreeMap::new();
+                for (n, chip) in per_chunk.into_values() {
+                    if n == lpc {
+                        *per_chip.entry(chip).or_default() += 1;
+                    }
+                }
+                per_chip
+            };
+            let (src_whole, dst_whole) = (whole(&src), whole(&dst));
+            let best: u64 = src_whole
+                .iter()
+                .map(|(chip, &n)| n.min(dst_whole.get(chip).copied().unwrap_or(0)))
+                .sum();
+            let full = chunks.iter().filter(|b| b.iter().all(|&v| v)).count() as u64;
+            let cab = assign_destinations(&src, &dst, Allocation::CopybackAware, &dev);
+            let cub = assign_destinations(&src, &dst, Allocation::Sequential, &dev);
+            for p in [&cab, &cub] {
+                let mut used = p.to.clone();
+                used.sort_unstable();
+                prop_assert_eq!(&used, &dst, "every reserved block once");
+                prop_assert_eq!(p.full_chunk_blocks, full * lpc);
+            }
+            prop_assert_eq!(cab.copyback_blocks, best * lpc);
+            prop_assert!(cub.copyback_blocks <= cab.copyback_blocks);
+        }
+    }
+}
