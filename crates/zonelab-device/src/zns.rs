@@ -742,7 +742,7 @@ impl ZonedDevice {
 
     /// Power-loss bookkeeping of a write to a sequential zone (before its blocks are counted).
     #[inline(never)]
-    fn track_sequential_write(&mut self, now: Nanos, zone: ZoneId, in_buffer: Nanos) {
+    pub(crate) fn track_sequential_write(&mut self, now: Nanos, zone: ZoneId, in_buffer: Nanos) {
         let progress = &self.progress;
         self.durability.seq.writing(
             now,
@@ -771,7 +771,7 @@ impl ZonedDevice {
 
     /// The first `blocks` blocks of `zone` are durable once a program completing at `done` is.
     #[inline(never)]
-    fn track_program(&mut self, zone: ZoneId, done: Nanos, blocks: u64) {
+    pub(crate) fn track_program(&mut self, zone: ZoneId, done: Nanos, blocks: u64) {
         self.durability.seq.programmed(zone.0, done, blocks);
     }
 
@@ -1209,6 +1209,11 @@ impl ZonedDevice {
         let t = self.firmware.run(now, at, c.read_cost.0);
         // Host data waiting in the buffer behind queued copies is programmed now.
         self.force_queued_programs(now);
+        if !c.power_loss_protection {
+            // Without power-loss protection copied data is durable only once programmed (see
+            // crate::znsplus): a flush starts every queued copy and waits for it.
+            self.force_copies(now, None, u64::MAX);
+        }
         let mut done = self.buffer.drained_at(now).max(t);
         if !c.power_loss_protection {
             done = done.max(self.stage_partial_pages(now, t));
@@ -1242,9 +1247,9 @@ impl ZonedDevice {
         for z in zones {
             let chunk = self.progress[z as usize].programmed_chunks;
             if chunk >= self.map.chunks_per_zone() {
-                // Every page of the zone is programmed or placed, its last ones by zone_compaction
-                // copies (which count as done at a power cut, see crate::znsplus): no partial
-                // page is left to stage.
+                // Every page of the zone is programmed or placed (its last ones by copies into a
+                // TL_opened zone, which the tracker does not follow, see crate::znsplus): no
+                // partial page is left to stage.
                 continue;
             }
             let die = self.map.page_of(z, chunk).block.die;
@@ -1275,7 +1280,8 @@ impl ZonedDevice {
     ///   it would exceed `max_active`), and the write buffer holds only the partial pages
     ///   that survived (reloaded from where the capacitors or a flush saved them).
     pub fn power_cut(&mut self, at: Nanos) -> PowerCutReport {
-        // Copies the device accepted count as done (see crate::znsplus): start the queued ones.
+        // Place the queued copies (those that could have started by `at` where they could):
+        // without power-loss protection their programs decide, like writes', what survives.
         self.pump_copies(at, self.plus.last_pass.min(at));
         self.force_copies(at, None, u64::MAX);
         self.firmware.cancel_after(at);

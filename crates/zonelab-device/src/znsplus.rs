@@ -44,8 +44,10 @@
 //! prefix like any sequential zone, stays TL_opened (Closed, active) and keeps the valid blocks
 //! past it, which are still in the original FBG; LogFBG pages past the prefix, plugged ones
 //! included, are dropped and plugged again later. A zone whose LogFBG has replaced the original
-//! (Full) counts as durable, as a finished zone does. Otherwise submitted copies count as done,
-//! like zone management.
+//! (Full) counts as durable, as a finished zone does. Copies into any other zone are durable
+//! as their programs complete, as written blocks are (the zone keeps its durable prefix, and a
+//! zone_compaction completes only after its last program); a Flush starts the queued copies
+//! and completes after them.
 
 use crate::copy_queue::{BlockKey, CopyQueue, Queued};
 use crate::payload::BlockCopy;
@@ -523,6 +525,10 @@ impl ZonedDevice {
         let lba_size = self.lba_size;
         let z = zone as usize;
         let queued = ticket.filter(|_| !self.plus.tl.contains_key(&zone));
+        if !self.profile.controller.power_loss_protection && !self.plus.tl.contains_key(&zone) {
+            // The copied blocks are durable as their programs complete (`run_copy`).
+            self.track_sequential_write(now, ZoneId(zone), now);
+        }
         let base = at.max(self.plus.tl.get(&zone).map_or(Nanos::ZERO, |t| t.ready));
         let mut off = from;
         let mut i = 0;
@@ -708,7 +714,7 @@ impl ZonedDevice {
         chunk: u64,
         op: &CopyOp,
     ) -> (Nanos, Option<Nanos>) {
-        match *op {
+        let (ready, done) = match *op {
             CopyOp::Copyback { src, dst } => {
                 let done = self.flash.copyback(now, base, src, dst);
                 self.note_copy_op(dst.block.die, done);
@@ -760,7 +766,17 @@ impl ZonedDevice {
                 let done = self.program_chunk(now, ready.max(tail), zone, chunk, dst);
                 (data_in, Some(done))
             }
+        };
+        // Without power-loss protection the chunk, and the zone's blocks before it once they
+        // are, is durable when its program completes (a TL_opened zone's LogFBG pages are
+        // accounted at the power cut instead, `tl_power_cut`).
+        if let Some(done) = done
+            && !self.profile.controller.power_loss_protection
+            && !self.plus.tl.contains_key(&zone)
+        {
+            self.track_program(ZoneId(zone), done, (chunk + 1) * self.lbas_per_chunk.get());
         }
+        (ready, done)
     }
 
     /// Reads `reads` (page, bytes) from `at` into the write buffer, with the data read before
@@ -2591,6 +2607,52 @@ mod tests {
         }
         for k in 0..48u64 {
             assert_eq!(fp_of(&mut d, done, 76 + k), fp(500 + k));
+        }
+    }
+
+    /// Without power-loss protection, copied blocks are durable as their programs complete, as
+    /// written ones are: a power cut as zone_compaction is submitted (its copies queued) keeps
+    /// none of them and zone 1 falls back to empty; a cut once the compaction has completed, or
+    /// after a flush, keeps all; the source zone is untouched either way.
+    #[test]
+    fn without_power_loss_protection_copies_are_durable_once_programmed() {
+        let no_plp = "power_loss_protection=false";
+        let check_source = |d: &mut ZonedDevice, t: Nanos| {
+            for k in 0..56u64 {
+                assert_eq!(fp_of(d, t, k), fp(k), "source block {k}");
+            }
+        };
+        // Cut at once: nothing of the copy was programmed.
+        let (mut d, _, t, _) = copies_queued_into_zone_1_with(&[no_plp]);
+        let r = d.power_cut(t);
+        assert!(r.rolled_back.contains(&ZoneId(1)), "{r:?}");
+        assert_eq!(
+            d.zone(ZoneId(1)).wp,
+            Lba(64),
+            "zone 1 falls back to its start"
+        );
+        assert_eq!(d.zone(ZoneId(1)).state, ZoneState::Empty);
+        check_source(&mut d, t);
+        // Cut once the command has completed: every copy is programmed by then.
+        let (mut d, ticket, _, _) = copies_queued_into_zone_1_with(&[no_plp]);
+        let done = d.ticket_completion(ticket);
+        let r = d.power_cut(done);
+        assert!(!r.rolled_back.contains(&ZoneId(1)), "{r:?}");
+        assert_eq!(d.zone(ZoneId(1)).wp, Lba(124));
+        for k in 0..56u64 {
+            assert_eq!(fp_of(&mut d, done, 68 + k), fp(k), "copied block {k}");
+        }
+        check_source(&mut d, done);
+        // A flush at once starts the queued copies and completes after them.
+        let (mut d, _, t, _) = copies_queued_into_zone_1_with(&[no_plp]);
+        let f = d.flush(t, t);
+        assert!(f.status.is_ok());
+        assert!(!d.has_queued_copies(), "the flush started every copy");
+        let r = d.power_cut(f.done);
+        assert!(!r.rolled_back.contains(&ZoneId(1)), "{r:?}");
+        assert_eq!(d.zone(ZoneId(1)).wp, Lba(124));
+        for k in 0..56u64 {
+            assert_eq!(fp_of(&mut d, f.done, 68 + k), fp(k), "copied block {k}");
         }
     }
 
