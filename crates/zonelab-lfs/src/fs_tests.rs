@@ -2111,7 +2111,7 @@ mod copyback_aware_allocation {
             let (sim, stack) = small_device(PayloadMode::Fingerprint);
             let dev = Dev::new(sim, Devices::from(stack)).unwrap();
             let lpc = dev.blocks_per_chunk();
-            prop_assume!(lpc == 4);
+            prop_assert_eq!(lpc, 4, "the segments are drawn with 4 blocks a chunk");
             let zone_blocks = 128 * lpc;
             // Zone 5 is the victim.
             let src: Vec<BlkAddr> = chunks
