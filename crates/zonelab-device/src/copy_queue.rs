@@ -73,6 +73,14 @@ impl<T: Queued> CopyQueue<T> {
         heads
     }
 
+    /// Each block's FIFO, in the arrival order of their first operations (the order of
+    /// [`CopyQueue::heads`]), to walk the queue depth by depth without a lookup per operation.
+    pub fn fifos_mut(&mut self) -> Vec<&mut VecDeque<T>> {
+        let mut fifos: Vec<&mut VecDeque<T>> = self.blocks.values_mut().collect();
+        fifos.sort_unstable_by_key(|q| q.front().expect("no empty FIFO is kept").seq());
+        fifos
+    }
+
     /// The first operation queued for `block`.
     pub fn head(&self, block: BlockKey) -> Option<&T> {
         self.blocks.get(&block).and_then(|q| q.front())
@@ -80,11 +88,6 @@ impl<T: Queued> CopyQueue<T> {
 
     pub fn head_mut(&mut self, block: BlockKey) -> Option<&mut T> {
         self.blocks.get_mut(&block).and_then(|q| q.front_mut())
-    }
-
-    /// The operation at place `nth` (0: the first) of `block`'s queue, to change.
-    pub fn nth_mut(&mut self, block: BlockKey, nth: usize) -> Option<&mut T> {
-        self.blocks.get_mut(&block).and_then(|q| q.get_mut(nth))
     }
 
     /// Takes the first operation queued for `block`.

@@ -945,10 +945,11 @@ impl ZonedDevice {
         let room = self.copy_staging_room();
         // Placing reads takes no operation off the queue: these stay the heads below.
         let blocks = queue.heads();
+        let mut fifos = queue.fifos_mut();
         for depth in 0.. {
             let mut deeper = false;
-            for &(_, block) in &blocks {
-                let Some(q) = queue.nth_mut(block, depth) else {
+            for fifo in fifos.iter_mut() {
+                let Some(q) = fifo.get_mut(depth) else {
                     continue;
                 };
                 deeper = true;

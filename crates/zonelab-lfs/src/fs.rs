@@ -468,7 +468,8 @@ pub(crate) struct Inner {
     pub ns_lock: Mutex<()>,
     pub gc_lock: Mutex<()>,
     pub cores: Semaphore,
-    pub inode_locks: RefCell<BTreeMap<Ino, Rc<Mutex<()>>>>,
+    /// Per-inode locks, looked up by number only (never walked, so hash order cannot leak).
+    pub inode_locks: RefCell<rustc_hash::FxHashMap<Ino, Rc<Mutex<()>>>>,
     pub flusher_wake: Notify,
     pub last_cp: Cell<Nanos>,
     /// When the last file-system call began (idle detection for background cleaning).
@@ -859,7 +860,7 @@ impl Fs {
                 ns_lock: Mutex::new(()),
                 gc_lock: Mutex::new(()),
                 cores: Semaphore::new(cores),
-                inode_locks: RefCell::new(BTreeMap::new()),
+                inode_locks: RefCell::new(rustc_hash::FxHashMap::default()),
                 flusher_wake: Notify::new(),
                 last_cp: Cell::new(Nanos::ZERO),
                 last_call: Cell::new(Nanos::ZERO),

@@ -12,6 +12,8 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 /// Waiters registered in arrival order; each has a ticket so a woken waiter knows it was chosen.
+/// Tickets rise along the queue, so a waiter is found by binary search: a lock many tasks wait
+/// for costs each of them O(log n), not a walk of the queue, when it is polled again or leaves.
 #[derive(Default)]
 struct WaitQueue {
     next_ticket: Cell<u64>,
@@ -26,14 +28,16 @@ impl WaitQueue {
         t
     }
     fn update(&self, ticket: u64, waker: &Waker) {
-        for (t, w) in self.waiters.borrow_mut().iter_mut() {
-            if *t == ticket {
-                *w = waker.clone();
-            }
+        let mut waiters = self.waiters.borrow_mut();
+        if let Ok(i) = waiters.binary_search_by_key(&ticket, |w| w.0) {
+            waiters[i].1.clone_from(waker);
         }
     }
     fn remove(&self, ticket: u64) {
-        self.waiters.borrow_mut().retain(|(t, _)| *t != ticket);
+        let mut waiters = self.waiters.borrow_mut();
+        if let Ok(i) = waiters.binary_search_by_key(&ticket, |w| w.0) {
+            waiters.remove(i);
+        }
     }
     fn front(&self) -> Option<u64> {
         self.waiters.borrow().front().map(|(t, _)| *t)
@@ -51,14 +55,15 @@ pub struct Notify {
     inner: Rc<NotifyInner>,
 }
 
-/// A waiting task: the epoch it registered in, its "notified" flag, its waker.
+/// A waiting task: its arrival number (rising along the queue, for a binary search), its
+/// "notified" flag, its waker.
 type NotifyWaiter = (u64, Rc<Cell<bool>>, Waker);
 
 #[derive(Default)]
 struct NotifyInner {
     permit: Cell<bool>,
-    /// Incremented by notify_all; a waiter registered before the bump is released.
-    epoch: Cell<u64>,
+    /// Arrival number of the next waiter.
+    next_seq: Cell<u64>,
     waiters: RefCell<VecDeque<NotifyWaiter>>,
 }
 
@@ -81,7 +86,6 @@ impl Notify {
 
     /// Wakes every task waiting now.
     pub fn notify_all(&self) {
-        self.inner.epoch.set(self.inner.epoch.get() + 1);
         let ws: Vec<_> = self.inner.waiters.borrow_mut().drain(..).collect();
         for (_, flag, waker) in ws {
             flag.set(true);
@@ -92,7 +96,7 @@ impl Notify {
     pub fn notified(&self) -> Notified {
         Notified {
             notify: self.clone(),
-            flag: None,
+            waiting: None,
         }
     }
 
@@ -105,34 +109,47 @@ impl Notify {
 /// Future returned by [`Notify::notified`].
 pub struct Notified {
     notify: Notify,
-    flag: Option<Rc<Cell<bool>>>,
+    /// Once registered: its arrival number and its "notified" flag.
+    waiting: Option<(u64, Rc<Cell<bool>>)>,
+}
+
+impl Notified {
+    /// Where this waiter is in the queue (it is there until notified).
+    fn position(&self, seq: u64) -> Option<usize> {
+        self.notify
+            .inner
+            .waiters
+            .borrow()
+            .binary_search_by_key(&seq, |w| w.0)
+            .ok()
+    }
 }
 
 impl Future for Notified {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        match &self.flag {
+        match &self.waiting {
             None => {
-                if self.notify.inner.permit.replace(false) {
+                let inner = &self.notify.inner;
+                if inner.permit.replace(false) {
                     return Poll::Ready(());
                 }
                 let flag = Rc::new(Cell::new(false));
-                let epoch = self.notify.inner.epoch.get();
-                self.notify.inner.waiters.borrow_mut().push_back((
-                    epoch,
-                    flag.clone(),
-                    cx.waker().clone(),
-                ));
-                self.flag = Some(flag);
+                let seq = inner.next_seq.get();
+                inner.next_seq.set(seq + 1);
+                inner
+                    .waiters
+                    .borrow_mut()
+                    .push_back((seq, flag.clone(), cx.waker().clone()));
+                self.waiting = Some((seq, flag));
                 Poll::Pending
             }
-            Some(flag) if flag.get() => Poll::Ready(()),
-            Some(flag) => {
-                let flag = flag.clone();
-                for (_, f, w) in self.notify.inner.waiters.borrow_mut().iter_mut() {
-                    if Rc::ptr_eq(f, &flag) {
-                        *w = cx.waker().clone();
-                    }
+            Some((_, flag)) if flag.get() => Poll::Ready(()),
+            Some((seq, _)) => {
+                if let Some(i) = self.position(*seq) {
+                    self.notify.inner.waiters.borrow_mut()[i]
+                        .2
+                        .clone_from(cx.waker());
                 }
                 Poll::Pending
             }
@@ -142,14 +159,11 @@ impl Future for Notified {
 
 impl Drop for Notified {
     fn drop(&mut self) {
-        if let Some(flag) = &self.flag
+        if let Some((seq, flag)) = &self.waiting
             && !flag.get()
+            && let Some(i) = self.position(*seq)
         {
-            self.notify
-                .inner
-                .waiters
-                .borrow_mut()
-                .retain(|(_, f, _)| !Rc::ptr_eq(f, flag));
+            self.notify.inner.waiters.borrow_mut().remove(i);
         }
     }
 }
@@ -472,6 +486,48 @@ mod tests {
             })
             .unwrap();
         assert_eq!(woke, Nanos(5));
+    }
+
+    /// A waiter that leaves the middle of a queue (its future dropped) is skipped, and one
+    /// polled again stays in its place: the others are served in arrival order.
+    #[test]
+    fn waiters_leaving_or_polled_again_keep_the_queue_order() {
+        let mut cx = Context::from_waker(Waker::noop());
+        let sem = Semaphore::new(0);
+        let mut a = Box::pin(sem.acquire(1));
+        let mut b = Box::pin(sem.acquire(1));
+        let mut c = Box::pin(sem.acquire(1));
+        for f in [&mut a, &mut b, &mut c] {
+            assert!(f.as_mut().poll(&mut cx).is_pending());
+        }
+        drop(b);
+        assert!(
+            c.as_mut().poll(&mut cx).is_pending(),
+            "polled again, still waiting"
+        );
+        sem.release(1);
+        assert!(c.as_mut().poll(&mut cx).is_pending(), "a is ahead");
+        assert!(matches!(a.as_mut().poll(&mut cx), Poll::Ready(_)));
+        sem.release(1);
+        assert!(matches!(c.as_mut().poll(&mut cx), Poll::Ready(_)));
+        assert!(sem.inner.queue.waiters.borrow().is_empty());
+
+        let n = Notify::new();
+        let mut x = Box::pin(n.notified());
+        let mut y = Box::pin(n.notified());
+        let mut z = Box::pin(n.notified());
+        for f in [&mut x, &mut y, &mut z] {
+            assert!(f.as_mut().poll(&mut cx).is_pending());
+        }
+        assert!(z.as_mut().poll(&mut cx).is_pending());
+        drop(y);
+        assert_eq!(n.waiters(), 2);
+        n.notify_one();
+        assert!(z.as_mut().poll(&mut cx).is_pending(), "x is first");
+        assert!(x.as_mut().poll(&mut cx).is_ready());
+        n.notify_one();
+        assert!(z.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(n.waiters(), 0);
     }
 
     #[test]
