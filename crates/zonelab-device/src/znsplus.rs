@@ -138,6 +138,10 @@ pub struct ZnsPlus {
     /// Per zone filled by in-device copies: `(from, to, t)`: blocks `from..to` (offsets in the
     /// zone) are in place at `t`, when the write pointer has passed them.
     pub(crate) wp_progress: BTreeMap<u32, Vec<(u64, u64, Nanos)>>,
+    /// Entries pushed to `wp_progress` since it was last pruned, and how many there were
+    /// after that pruning (see [`ZonedDevice::background_plugging`]).
+    #[serde(skip)]
+    pub(crate) wp_pushed: (usize, usize),
     /// Zones whose buffered partial chunk holds copied data: when it is all in the controller.
     pub(crate) tail_ready: BTreeMap<u32, Nanos>,
     /// When background plugging last looked for idle chips.
@@ -683,11 +687,7 @@ impl ZonedDevice {
             if let Some(ready) = ready {
                 passed = passed.max(ready);
                 if passed > now {
-                    self.plus.wp_progress.entry(zone).or_default().push((
-                        off,
-                        off + n as u64,
-                        passed,
-                    ));
+                    self.note_in_place(zone, off, off + n as u64, passed);
                 }
             }
             self.progress[z].written += n as u64;
@@ -898,11 +898,7 @@ impl ZonedDevice {
             self.plus.staged_chunks -= 1;
         }
         let (ready, end) = self.run_copy(now, from, from, q.zone, q.chunk, &q.op);
-        self.plus
-            .wp_progress
-            .entry(q.zone)
-            .or_default()
-            .push((q.from, q.to, ready));
+        self.note_in_place(q.zone, q.from, q.to, ready);
         if let Some(ticket) = q.ticket {
             let p = self
                 .plus
@@ -1176,6 +1172,16 @@ impl ZonedDevice {
                 Err(self.plus.next_start.max(last_start))
             }
         }
+    }
+
+    /// Blocks `from..to` of `zone`, filled by a copy, are in place for reads at `t`.
+    fn note_in_place(&mut self, zone: u32, from: u64, to: u64, t: Nanos) {
+        self.plus
+            .wp_progress
+            .entry(zone)
+            .or_default()
+            .push((from, to, t));
+        self.plus.wp_pushed.0 += 1;
     }
 
     /// When the blocks of `zone` below `hi` are in place for a read: the write pointer has
@@ -1967,11 +1973,17 @@ impl ZonedDevice {
     /// time it starts (the timelines were last brought to the previous call), so two zones
     /// plugging on one chip never overlap.
     pub(crate) fn background_plugging(&mut self, now: Nanos) {
-        if !self.plus.wp_progress.is_empty() {
+        // Blocks in place by `now` no longer delay a read (which completes after `now`): their
+        // entries are dropped in batches, once as many were pushed as were left last time
+        // (at least 64), so the lists stay short at O(1) amortized cost per entry.
+        let (pushed, left) = self.plus.wp_pushed;
+        if pushed > left.max(64) {
             self.plus.wp_progress.retain(|_, v| {
                 v.retain(|&(_, _, t)| t > now);
                 !v.is_empty()
             });
+            let left = self.plus.wp_progress.values().map(Vec::len).sum();
+            self.plus.wp_pushed = (0, left);
         }
         let since = self.plus.last_pass.min(now);
         self.pump_copies(now, since);
