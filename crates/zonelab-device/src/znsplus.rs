@@ -116,6 +116,11 @@ pub(crate) struct TlZone {
     /// restored device reads them again when the write pointer passes.
     #[serde(skip)]
     read_ahead: BTreeMap<u64, Nanos>,
+    /// Per parallel unit: the chunk at which PPA-ordered plugging waits for the host's data
+    /// with nothing left to read ahead (until the programmed frontier passes it), so passes
+    /// skip the unit without looking again. Dropped with `read_ahead`.
+    #[serde(skip)]
+    parked: Vec<Option<u64>>,
 }
 
 impl TlZone {
@@ -1688,6 +1693,7 @@ impl ZonedDevice {
                     ready,
                     next: (0..width).collect(),
                     read_ahead: BTreeMap::new(),
+                    parked: Vec::new(),
                 },
             );
             self.counters.zone_opens += 1;
@@ -1906,6 +1912,7 @@ impl ZonedDevice {
             let first = keep_chunks + (u as u64 + width - keep_chunks % width) % width;
             *next = (*next).min(first);
         }
+        tl.parked.clear();
         // The copies dropped took one copyback each off the data's run.
         for c in dropped {
             if let Some(r) = self.plus.copyback_runs.get_mut(&(zone, c)) {
@@ -1942,6 +1949,7 @@ impl ZonedDevice {
         for tl in self.plus.tl.values_mut() {
             tl.ready = tl.ready.min(at);
             tl.read_ahead.clear();
+            tl.parked.clear();
         }
     }
 
@@ -2027,6 +2035,11 @@ impl ZonedDevice {
             .next()
             .map_or(u64::MAX, |(&c, _)| c);
         for u in 0..width as usize {
+            // A unit waiting for the host's data stays so until the frontier passes its chunk.
+            let tl = &self.plus.tl[&zone];
+            if tl.parked.get(u).copied().flatten() == Some(tl.next[u]) && tl.next[u] >= frontier {
+                continue;
+            }
             // Nothing starts on a die busy from `since` to `now`: skip the unit's bookkeeping.
             let die = self.map.page_of(zone, u as u64).block.die;
             if self.flash.die_free_span(die, since, shortest) > now {
@@ -2044,7 +2057,11 @@ impl ZonedDevice {
                 }
                 let Some(orig) = tl.orig_fbg else { break };
                 if c < first || !tl.chunk_fully_valid(c, lpc) {
-                    self.read_ahead(now, since, zone, c, wp, orig);
+                    if self.read_ahead(now, since, zone, c, wp, orig) {
+                        let parked = &mut self.plus.tl.get_mut(&zone).expect("listed").parked;
+                        parked.resize(width as usize, None);
+                        parked[u] = Some(c);
+                    }
                     break;
                 }
                 let src = self.map.page_in_fbg(zone, orig, c);
@@ -2098,18 +2115,28 @@ impl ZonedDevice {
 
     /// Reads ahead into the controller the valid blocks of chunk `c` of TL_opened `zone` past
     /// its write pointer `wp` (from original FBG `orig`), if not yet read and the chip was
-    /// idle between `since` and `now` (see [`ZonedDevice::plug_ahead`]).
-    fn read_ahead(&mut self, now: Nanos, since: Nanos, zone: u32, c: u64, wp: u64, orig: u32) {
+    /// idle between `since` and `now` (see [`ZonedDevice::plug_ahead`]). Returns whether
+    /// nothing is left to read ahead there (read now or before, or no such block: the write
+    /// pointer only moves on).
+    fn read_ahead(
+        &mut self,
+        now: Nanos,
+        since: Nanos,
+        zone: u32,
+        c: u64,
+        wp: u64,
+        orig: u32,
+    ) -> bool {
         let lpc = self.lbas_per_chunk.get();
         let tl = &self.plus.tl[&zone];
         if tl.read_ahead.contains_key(&c) {
-            return;
+            return true;
         }
         let blocks = ((c * lpc).max(wp)..(c + 1) * lpc)
             .filter(|&o| tl.is_valid(o))
             .count() as u64;
         if blocks == 0 {
-            return;
+            return true;
         }
         let src = self.map.page_in_fbg(zone, orig, c);
         let t = self.flash.timing();
@@ -2117,7 +2144,7 @@ impl ZonedDevice {
             .flash
             .die_free_span(src.block.die, since, t.read + t.page_transfer);
         if s > now {
-            return;
+            return false;
         }
         let done = self.flash.read(since, s, src, blocks * self.lba_size);
         self.plus
@@ -2126,6 +2153,7 @@ impl ZonedDevice {
             .expect("listed")
             .read_ahead
             .insert(c, done);
+        true
     }
 }
 
