@@ -424,9 +424,14 @@ impl DirIndex {
     }
 
     /// Removes the entry `name` of block `b` (names are unique in a directory: the scan stops
-    /// at it).
+    /// at it). Names of one length mostly differ in their last bytes (numbered files), so
+    /// those are compared before the whole name.
     fn remove(&mut self, b: usize, name: &[u8]) {
-        if let Some(i) = self.blocks[b].iter().position(|d| d.name == name) {
+        let last = name.last();
+        if let Some(i) = self.blocks[b]
+            .iter()
+            .position(|d| d.name.last() == last && d.name == name)
+        {
             let d = self.blocks[b].remove(i);
             self.used[b] -= d.size();
         }
