@@ -573,9 +573,10 @@ impl ZonedDevice {
             let c = self.progress[zone.0 as usize].programmed_chunks;
             let mut ready = ready;
             if plus {
-                if self.plugged_ahead(zone.0, c).is_some() {
+                if let Some(done) = self.plugged_ahead(zone.0, c) {
                     // Plugged ahead into the LogFBG (ZNS+): already programmed.
                     self.progress[zone.0 as usize].programmed_chunks = c + 1;
+                    self.note_copy_durable(zone.0, c, done);
                     continue;
                 }
                 if let Some(t) = self.plus.tail_ready.remove(&zone.0) {
@@ -1246,12 +1247,10 @@ impl ZonedDevice {
         let mut done = at;
         for z in zones {
             let chunk = self.progress[z as usize].programmed_chunks;
-            if chunk >= self.map.chunks_per_zone() {
-                // Every page of the zone is programmed or placed (its last ones by copies into a
-                // TL_opened zone, which the tracker does not follow, see crate::znsplus): no
-                // partial page is left to stage.
-                continue;
-            }
+            assert!(
+                chunk < self.map.chunks_per_zone(),
+                "zone {z}: every page is programmed, yet blocks wait for a flush"
+            );
             let die = self.map.page_of(z, chunk).block.die;
             done = done.max(self.flash.program_unmapped(now, ready, die));
         }

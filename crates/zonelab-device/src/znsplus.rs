@@ -534,8 +534,9 @@ impl ZonedDevice {
         let lba_size = self.lba_size;
         let z = zone as usize;
         let queued = ticket.filter(|_| !self.plus.tl.contains_key(&zone));
-        if !self.profile.controller.power_loss_protection && !self.plus.tl.contains_key(&zone) {
-            // The copied blocks are durable as their programs complete (`run_copy`).
+        if !self.profile.controller.power_loss_protection {
+            // The copied blocks are durable as their programs complete
+            // ([`ZonedDevice::note_copy_durable`]).
             self.track_sequential_write(now, ZoneId(zone), now);
         }
         let base = at.max(self.plus.tl.get(&zone).map_or(Nanos::ZERO, |t| t.ready));
@@ -555,7 +556,7 @@ impl ZonedDevice {
                 .get(&zone)
                 .and_then(|t| t.done.get(&c).copied());
             let dst = self.map.page_of(zone, c);
-            let op = if plugged.is_some() {
+            let op = if let Some(plugged_at) = plugged {
                 // Plugged ahead of the write pointer (PPA-ordered): already in the LogFBG.
                 assert!(
                     k0 == 0 && n as u64 == lpc,
@@ -564,6 +565,7 @@ impl ZonedDevice {
                 if self.progress[z].programmed_chunks == c {
                     self.progress[z].programmed_chunks = c + 1;
                 }
+                self.note_copy_durable(zone, c, plugged_at);
                 in_place += lpc;
                 None
             } else {
@@ -684,6 +686,7 @@ impl ZonedDevice {
                 (Some(op), None) => {
                     let (ready, end) = self.run_copy(now, at, base, zone, c, &op);
                     if let Some(end) = end {
+                        self.note_copy_durable(zone, c, end);
                         last = last.max(end);
                     }
                     Some(ready)
@@ -772,16 +775,17 @@ impl ZonedDevice {
                 (data_in, Some(done))
             }
         };
-        // Without power-loss protection the chunk, and the zone's blocks before it once they
-        // are, is durable when its program completes (a TL_opened zone's LogFBG pages are
-        // accounted at the power cut instead, `tl_power_cut`).
-        if let Some(done) = done
-            && !self.profile.controller.power_loss_protection
-            && !self.plus.tl.contains_key(&zone)
-        {
+        (ready, done)
+    }
+
+    /// Without power-loss protection: chunk `chunk` of `zone`, which the write pointer has
+    /// passed, is on flash at `done` (its copy's program, or its plugging ahead of the write
+    /// pointer), and the zone's blocks before it once they are. Plugging ahead of the write
+    /// pointer makes nothing durable by itself: the zone's prefix has not reached the chunk.
+    pub(crate) fn note_copy_durable(&mut self, zone: u32, chunk: u64, done: Nanos) {
+        if !self.profile.controller.power_loss_protection {
             self.track_program(ZoneId(zone), done, (chunk + 1) * self.lbas_per_chunk.get());
         }
-        (ready, done)
     }
 
     /// Reads `reads` (page, bytes) from `at` into the write buffer, with the data read before
@@ -903,6 +907,9 @@ impl ZonedDevice {
             self.plus.staged_chunks -= 1;
         }
         let (ready, end) = self.run_copy(now, from, from, q.zone, q.chunk, &q.op);
+        if let Some(end) = end {
+            self.note_copy_durable(q.zone, q.chunk, end);
+        }
         self.note_in_place(q.zone, q.from, q.to, ready);
         if let Some(ticket) = q.ticket {
             let p = self
@@ -2697,6 +2704,55 @@ mod tests {
         }
     }
 
+    /// The same holds for copies into a TL_opened zone (placed at once, with the plugging of
+    /// the zone's own valid blocks the write pointer passes): a cut as the compaction is
+    /// submitted rolls the zone back to the prefix durable before it (the valid chunks plugged
+    /// ahead), keeping its valid blocks and dropping the copies; a cut at its completion keeps
+    /// all.
+    #[test]
+    fn without_power_loss_protection_copies_into_a_tl_opened_zone_are_durable_once_programmed() {
+        let setup = || {
+            let (mut d, t) = zones_0_and_2_full_with(&["power_loss_protection=false"]);
+            // Chunks 0 and 1 stay valid; zone 2's chunks 2 and 3 go to blocks 16..24.
+            let o = tl_open_zone0(&mut d, t, &[0..4, 4..8]);
+            assert!(o.status.is_ok(), "{:?}", o.status);
+            let t = o.done + LATER;
+            let c = d.zone_compaction(t, t, &lbas(136..144), &lbas(16..24));
+            assert!(c.status.is_ok(), "{:?}", c.status);
+            assert_eq!(d.zone(ZoneId(0)).wp, Lba(24));
+            (d, t, c.done)
+        };
+        let (mut d, t, _) = setup();
+        let r = d.power_cut(t);
+        assert!(r.rolled_back.contains(&ZoneId(0)), "{r:?}");
+        assert!(d.is_tl_open(ZoneId(0)));
+        assert_eq!(
+            d.zone(ZoneId(0)).wp,
+            Lba(8),
+            "chunks 0 and 1 were plugged ahead while the chips idled, nothing later by then"
+        );
+        for k in 0..8u64 {
+            assert_eq!(fp_of(&mut d, t, k), fp(k), "valid block {k}");
+        }
+        for k in 16..24u64 {
+            assert_ne!(
+                fp_of(&mut d, t, k),
+                fp(900 + k - 16 + 8),
+                "copied block {k}"
+            );
+        }
+        let (mut d, _, done) = setup();
+        let r = d.power_cut(done);
+        assert!(!r.rolled_back.contains(&ZoneId(0)), "{r:?}");
+        assert_eq!(d.zone(ZoneId(0)).wp, Lba(24));
+        for k in 0..8u64 {
+            assert_eq!(fp_of(&mut d, done, k), fp(k), "valid block {k}");
+        }
+        for k in 16..24u64 {
+            assert_eq!(fp_of(&mut d, done, k), fp(900 + k - 8), "copied block {k}");
+        }
+    }
+
     #[test]
     fn without_a_write_back_buffer_host_data_behind_copies_waits_outside_it() {
         // Writes complete when programmed (the znsplus profiles, as the authors' FEMU): twelve
@@ -3203,12 +3259,24 @@ mod tests {
     /// Per zone, the valid bitmap of its last TL_open.
     type Bitmaps = HashMap<u64, Vec<bool>>;
 
+    /// What [`drive`] did.
+    struct Driven {
+        /// Blocks last written or copied.
+        model: Model,
+        valid: Bitmaps,
+        /// The time after the last command.
+        t: Nanos,
+        /// Per zone: the block after the last copy of a completed zone_compaction (its copies
+        /// placed, none queued) since the zone was last reset or TL_opened.
+        copied_to: HashMap<u64, u64>,
+    }
+
     /// Runs `ops` (host writes, compactions, TL_opens, threaded-logging writes, closes,
-    /// finishes and resets on zones 0-5), checking the zone invariants after each; returns the
-    /// expected contents, the valid bitmap of each zone's last TL_open, and the time after.
-    fn drive(d: &mut ZonedDevice, ops: &[Op]) -> Result<(Model, Bitmaps, Nanos), TestCaseError> {
+    /// finishes and resets on zones 0-5), checking the zone invariants after each.
+    fn drive(d: &mut ZonedDevice, ops: &[Op]) -> Result<Driven, TestCaseError> {
         let mut model: HashMap<u64, u64> = HashMap::new();
         let mut valid: Bitmaps = HashMap::new();
+        let mut copied_to: HashMap<u64, u64> = HashMap::new();
         let mut t = Nanos(0);
         let mut stamp = 0u64;
         for &(op, zone, off, n) in ops {
@@ -3251,18 +3319,28 @@ mod tests {
                     c
                 }
                 2 => {
-                    // Compact written blocks of another zone to this zone's write pointer.
+                    // Compact written blocks of another zone to this zone's write pointer (in a
+                    // TL_opened zone, to blocks its bitmap marks invalid).
                     let from = (zone + 1 + off % 5) % 6;
                     let written: Vec<u64> = (0..64)
                         .map(|k| from * 64 + k)
                         .filter(|l| model.contains_key(l))
                         .collect();
-                    if written.is_empty() || d.is_tl_open(ZoneId(zone as u32)) {
+                    if written.is_empty() {
                         continue;
                     }
-                    let k = (n as usize * 3)
-                        .min(written.len())
-                        .min((64 - wp.min(64)) as usize);
+                    let tl = valid
+                        .get(&zone)
+                        .filter(|_| d.is_tl_open(ZoneId(zone as u32)));
+                    // Free destinations from the write pointer; every other one is skipped
+                    // when `n` is odd (non-contiguous).
+                    let free: Vec<u64> = (wp..64)
+                        .filter(|&k| tl.is_none_or(|v| !v[k as usize]))
+                        .enumerate()
+                        .filter(|&(i, _)| n % 2 == 0 || i % 3 != 2)
+                        .map(|(_, k)| k)
+                        .collect();
+                    let k = (n as usize * 3).min(written.len()).min(free.len());
                     let src: Vec<Lba> = written
                         .iter()
                         .skip(off as usize % written.len())
@@ -3272,19 +3350,23 @@ mod tests {
                     if src.is_empty() {
                         continue;
                     }
-                    // Every other destination skips a block (non-contiguous).
-                    let dst: Vec<Lba> = (0..src.len() as u64)
-                        .map(|i| Lba(zs + wp + i + i / 2 * (n % 2)))
-                        .collect();
+                    let dst: Vec<Lba> = free[..k].iter().map(|&o| Lba(zs + o)).collect();
                     let c = d.zone_compaction(t, t, &src, &dst);
                     if c.status.is_ok() {
                         let vals: Vec<u64> = src.iter().map(|l| model[&l.0]).collect();
                         let last = dst.last().unwrap().0;
+                        // Blocks passed over are padded; valid ones of a TL_opened zone keep
+                        // their data (plugged).
                         for l in zs + wp..=last {
-                            model.remove(&l);
+                            if tl.is_none_or(|v| !v[(l - zs) as usize]) {
+                                model.remove(&l);
+                            }
                         }
                         for (l, v) in dst.iter().zip(vals) {
                             model.insert(l.0, v);
+                        }
+                        if d.take_ticket().is_none() {
+                            copied_to.insert(zone, last + 1 - zs);
                         }
                     }
                     c
@@ -3304,6 +3386,7 @@ mod tests {
                     );
                     if c.status.is_ok() {
                         valid.insert(zone, v);
+                        copied_to.remove(&zone);
                     }
                     c
                 }
@@ -3322,6 +3405,7 @@ mod tests {
                     let c = d.zone_mgmt(t, t, ZoneAction::Reset, Lba(zs), false);
                     if c.status.is_ok() {
                         model.retain(|&l, _| l / 64 != zone);
+                        copied_to.remove(&zone);
                     }
                     c
                 }
@@ -3331,7 +3415,12 @@ mod tests {
             let inv = d.zones().check_invariants();
             prop_assert!(inv.is_ok(), "{:?}", inv);
         }
-        Ok((model, valid, t))
+        Ok(Driven {
+            model,
+            valid,
+            t,
+            copied_to,
+        })
     }
 
     proptest! {
@@ -3346,7 +3435,7 @@ mod tests {
             ops in proptest::collection::vec((0u8..6, 0u64..6, 0u64..64, 1u64..9), 1..60),
         ) {
             let mut d = small(if lba_plugging { &["plugging=lba"] } else { &[] });
-            let (model, _, t) = drive(&mut d, &ops)?;
+            let Driven { model, t, .. } = drive(&mut d, &ops)?;
             let v = d.validate_loaded();
             prop_assert!(v.is_ok(), "{:?}", v);
             for (&lba, &want) in &model {
@@ -3370,11 +3459,12 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
         /// A power cut (no power-loss protection) at any time after such a sequence: the
-        /// device stays consistent; a zone never TL_opened keeps a prefix of what was written
-        /// or copied to it (every block below its write pointer reads the data last put
-        /// there); a zone still TL_opened keeps every block its bitmap marks valid (the host
-        /// never overwrote them), and finishing it plugs them into its LogFBG without
-        /// breaking the flash order.
+        /// device stays consistent; every zone keeps a prefix of what was written or copied
+        /// to it (each block below its write pointer reads the data last put there), and at
+        /// least the copies of every zone_compaction that completed, but for a partial last
+        /// chunk (programmed before the command completed); a zone still TL_opened keeps every block its bitmap
+        /// marks valid (the host never overwrote them), and finishing it plugs them into its
+        /// LogFBG without breaking the flash order.
         #[test]
         fn power_cuts_keep_the_valid_blocks_of_tl_opened_zones(
             lba_plugging in any::<bool>(),
@@ -3384,19 +3474,26 @@ mod tests {
             let mut sets = vec!["power_loss_protection=false"];
             if lba_plugging { sets.push("plugging=lba"); }
             let mut d = small(&sets);
-            let (model, valid, t) = drive(&mut d, &ops)?;
+            let Driven { model, valid, t, copied_to } = drive(&mut d, &ops)?;
+            let lpc = d.lbas_per_chunk.get();
             let at = t + Nanos(cut_after);
             d.power_cut(at);
             let inv = d.zones().check_invariants();
             prop_assert!(inv.is_ok(), "{:?}", inv);
             let v = d.validate_loaded();
             prop_assert!(v.is_ok(), "{:?}", v);
-            for z in (0..6u64).filter(|z| !valid.contains_key(z)) {
+            for z in 0..6u64 {
                 let wp = d.zone(ZoneId(z as u32)).wp.0;
                 for lba in z * 64..wp.min(z * 64 + 64) {
                     if let Some(&want) = model.get(&lba) {
                         prop_assert_eq!(fp_of(&mut d, at, lba), want, "lba {} below zone {}'s write pointer", lba, z);
                     }
+                }
+                if let Some(&end) = copied_to.get(&z) {
+                    // A partial last chunk waits in the write buffer for a flush, as written
+                    // blocks do.
+                    let programmed = end / lpc * lpc;
+                    prop_assert!(wp >= z * 64 + programmed, "zone {} lost copies of a completed compaction (write pointer {}, copies programmed to block {})", z, wp, programmed);
                 }
             }
             let tl: Vec<u64> = (0..6).filter(|&z| d.is_tl_open(ZoneId(z as u32))).collect();
