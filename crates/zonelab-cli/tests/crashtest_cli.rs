@@ -120,3 +120,29 @@ fn bad_requests_are_refused_with_a_reason() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("crash points"));
 }
+
+/// varmail on znsplus long enough for threaded logging to reopen zones while it is recorded:
+/// every point keeps what fsync made durable. (Before roll-forward restored names in log
+/// order, point 93 found a name given to an older file, fsynced and unlinked before the one
+/// fsynced last.)
+#[test]
+fn threaded_logging_under_fsyncs_survives_the_crash_points() {
+    let (r, stdout) = report(&[
+        "crashtest",
+        "--workload",
+        "varmail",
+        "--policy",
+        "znsplus",
+        "--ops",
+        "12000",
+        "--points",
+        "200",
+        "--json",
+    ]);
+    assert!(
+        r["tl_opens"].as_u64().unwrap() > 0,
+        "no threaded logging: {stdout}"
+    );
+    assert_eq!(r["points_tested"], 200);
+    assert_eq!(r["failures"].as_array().unwrap().len(), 0, "{stdout}");
+}

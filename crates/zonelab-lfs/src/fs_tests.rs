@@ -969,6 +969,46 @@ fn fsync_after_the_first_link_is_gone_keeps_names_apart() {
     });
 }
 
+/// Found by `zonelab crashtest` (varmail on znsplus): a name fsynced for one file, unlinked,
+/// created again for another and fsynced, all after the checkpoint, belongs after roll-forward
+/// to the file fsynced last, whichever inode number is lower (here the second file reuses a
+/// lower number freed before): roll-forward restores names in the order of the log.
+#[test]
+fn roll_forward_gives_a_name_to_the_file_fsynced_last() {
+    let (sim, stack) = small_device(PayloadMode::Full);
+    let s = sim.clone();
+    run(&sim, async move {
+        let fs = format(&s, &stack).await;
+        let filler = fs.create(ROOT_INO, "filler", 0o644, 0, 0).await.unwrap();
+        fs.sync().await.unwrap();
+        fs.unlink(ROOT_INO, "filler").await.unwrap();
+        let first = fs.create(ROOT_INO, "a", 0o644, 0, 0).await.unwrap();
+        fs.sync().await.unwrap();
+        fs.write(first.ino, 0, OwnedData::Bytes(bytes(7, 3000)))
+            .await
+            .unwrap();
+        fs.fsync(first.ino, false).await.unwrap();
+        fs.unlink(ROOT_INO, "a").await.unwrap();
+        let second = fs.create(ROOT_INO, "a", 0o644, 0, 0).await.unwrap();
+        assert!(
+            second.ino < first.ino,
+            "the second file reuses the filler's number ({} then {})",
+            filler.ino,
+            second.ino
+        );
+        fs.write(second.ino, 0, OwnedData::Bytes(bytes(8, 5000)))
+            .await
+            .unwrap();
+        fs.fsync(second.ino, false).await.unwrap();
+        drop(fs);
+        let fs = remount(&s, &stack).await;
+        let got = fs.lookup(ROOT_INO, "a").await.unwrap();
+        assert_eq!((got.ino, got.size), (second.ino, 5000));
+        let problems = fs.check().await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    });
+}
+
 /// Found by `zonelab crashtest`: a rename over one of two links of a file, then an fsync of
 /// the file through its other name, must not leave the replaced entry pointing to an inode
 /// whose link count roll-forward set to one.

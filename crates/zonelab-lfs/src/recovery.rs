@@ -36,7 +36,8 @@ impl Fs {
         }
         let mut addr = layout.addr(start.zone, start.offset);
         let mut found: BTreeMap<Nid, (BlkAddr, Node)> = BTreeMap::new();
-        let mut order: Vec<u32> = Vec::new();
+        // Per inode: the place in the log of its last fsynced node, its own block preferred.
+        let mut last: BTreeMap<u32, (bool, usize)> = BTreeMap::new();
         let mut seen = BTreeSet::new();
         while addr != NULL_ADDR && seen.insert(addr) && layout.locate(addr).is_some() {
             let Ok(d) = self.inner.dev.read(addr as u64, 1, Traffic::Node).await else {
@@ -50,9 +51,16 @@ impl Fs {
             }
             let next = node.footer.next;
             if node.footer.flags & FLAG_FSYNC != 0 {
-                if !order.contains(&node.footer.ino) {
-                    order.push(node.footer.ino);
-                }
+                let ino = node.footer.ino;
+                let own = node.footer.nid == ino;
+                let place = (own, seen.len());
+                last.entry(ino)
+                    .and_modify(|p| {
+                        if own || !p.0 {
+                            *p = place;
+                        }
+                    })
+                    .or_insert(place);
                 found.insert(node.footer.nid, (addr, node));
             }
             addr = next;
@@ -60,8 +68,12 @@ impl Fs {
         if found.is_empty() {
             return Ok(false);
         }
+        // In the order of the log, as F2FS restores each file's directory entry where its
+        // last fsynced inode block lies: a name fsynced for two files since the checkpoint
+        // (the first unlinked in between) ends with the second.
+        let mut order: Vec<(usize, u32)> = last.iter().map(|(&ino, &(_, at))| (at, ino)).collect();
         order.sort_unstable();
-        for ino in order {
+        for (_, ino) in order {
             self.recover_inode(ino, &found).await?;
         }
         Ok(true)
