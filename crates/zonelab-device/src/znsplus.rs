@@ -44,10 +44,11 @@
 //! prefix like any sequential zone, stays TL_opened (Closed, active) and keeps the valid blocks
 //! past it, which are still in the original FBG; LogFBG pages past the prefix, plugged ones
 //! included, are dropped and plugged again later. A zone whose LogFBG has replaced the original
-//! (Full) counts as durable, as a finished zone does. Copies into any other zone are durable
-//! as their programs complete, as written blocks are (the zone keeps its durable prefix, and a
-//! zone_compaction completes only after its last program); a Flush starts the queued copies
-//! and completes after them.
+//! (Full) counts as durable, as a finished zone does. Copies into any zone, and the plugging of
+//! a TL_opened zone's valid blocks at its write pointer, are durable as their programs complete,
+//! as written blocks are (the zone keeps its durable prefix, and a zone_compaction completes
+//! only after its last program); a chunk plugged ahead joins the prefix when the write pointer
+//! passes it. A Flush starts the queued copies and completes after them.
 
 use crate::copy_queue::{BlockKey, CopyQueue, Queued};
 use crate::payload::BlockCopy;
