@@ -432,7 +432,14 @@ impl Profile {
         }
         let profile: Profile =
             Profile::deserialize(toml::Value::Table(table)).map_err(|e| ProfileError::Parse {
-                source_name: source_name.to_string(),
+                // A value the profile cannot take may come from an override: name them.
+                source_name: if overrides.is_empty() {
+                    source_name.to_string()
+                } else {
+                    let sets: Vec<String> =
+                        overrides.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    format!("{source_name} with {}", sets.join(", "))
+                },
                 msg: e.message().to_string(),
             })?;
         profile.validate()?;
@@ -904,6 +911,31 @@ pub mod image_v2_layout {
 
 /// Sets `key` (bare field name, or `section.field`) to `value` in the profile table. The value is
 /// parsed as TOML when it can be (numbers, booleans), else taken as a string ("16KiB").
+/// Fields a profile file may leave out (defaults), as (section, field); "" is the top level.
+const OPTIONAL_FIELDS: &[(&str, &str)] = &[
+    ("zns", "conventional_zones"),
+    ("ftl", "gc_free_blocks"),
+    ("ftl", "gc_burst"),
+    ("flash", "read_holds_die"),
+    ("flash", "cache_program"),
+    ("controller", "reset_unmap_variation"),
+    ("controller", "housekeeping_tick"),
+    ("controller", "management_window_ticks"),
+    ("controller", "management_window_holds_io"),
+    ("controller", "reads_delay_management"),
+    ("controller", "reset_journal_flush_chance"),
+    ("controller", "reset_journal_flush_min"),
+    ("controller", "reset_journal_flush_max"),
+    ("controller", "housekeeping_unmap_per_tick"),
+    ("controller", "pcie_duplex"),
+    ("controller", "write_completion"),
+    ("znsplus", "copyback_limit"),
+    ("znsplus", "plugging"),
+    ("znsplus", "copyback"),
+    ("", "description"),
+    ("", "namespace"),
+];
+
 fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(), ProfileError> {
     let parsed: toml::Value = match format!("v = {value}").parse::<toml::Table>() {
         Ok(mut t) => t.remove("v").expect("just parsed"),
@@ -926,6 +958,16 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
             hits.push(sname.clone());
         }
     }
+    // An unqualified name that an optional field absent from the file also has is ambiguous
+    // (`copyback`: flash.copyback, the latency, or znsplus.copyback, the switch).
+    let absent: Vec<&str> = OPTIONAL_FIELDS
+        .iter()
+        .filter(|(s, f)| *f == field && !s.is_empty() && !hits.iter().any(|h| h == s))
+        .map(|(s, _)| *s)
+        .collect();
+    if section.is_none() && !hits.is_empty() && !absent.is_empty() {
+        hits.extend(absent.iter().map(|s| s.to_string()));
+    }
     match hits.len() {
         1 => {
             let t = table
@@ -937,30 +979,7 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
         }
         0 => {
             // Optional fields absent from the file can still be set when qualified or unique.
-            const OPTIONAL: &[(&str, &str)] = &[
-                ("zns", "conventional_zones"),
-                ("ftl", "gc_free_blocks"),
-                ("ftl", "gc_burst"),
-                ("flash", "read_holds_die"),
-                ("flash", "cache_program"),
-                ("controller", "reset_unmap_variation"),
-                ("controller", "housekeeping_tick"),
-                ("controller", "management_window_ticks"),
-                ("controller", "management_window_holds_io"),
-                ("controller", "reads_delay_management"),
-                ("controller", "reset_journal_flush_chance"),
-                ("controller", "reset_journal_flush_min"),
-                ("controller", "reset_journal_flush_max"),
-                ("controller", "housekeeping_unmap_per_tick"),
-                ("controller", "pcie_duplex"),
-                ("controller", "write_completion"),
-                ("znsplus", "copyback_limit"),
-                ("znsplus", "plugging"),
-                ("znsplus", "copyback"),
-                ("", "description"),
-                ("", "namespace"),
-            ];
-            if let Some((s, f)) = OPTIONAL
+            if let Some((s, f)) = OPTIONAL_FIELDS
                 .iter()
                 .find(|(s, f)| *f == field && section.is_none_or(|q| q == *s))
             {
@@ -985,6 +1004,14 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
                     fields.extend(t.keys().map(|k| format!("{sname}.{k}")));
                 }
             }
+            fields.extend(
+                OPTIONAL_FIELDS
+                    .iter()
+                    .filter(|(s, _)| !s.is_empty())
+                    .map(|(s, f)| format!("{s}.{f}")),
+            );
+            fields.sort_unstable();
+            fields.dedup();
             Err(ProfileError::UnknownField {
                 key: key.to_string(),
                 fields: fields.join(", "),
@@ -1213,6 +1240,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not a duration"), "{e}");
+        // A value of the wrong type names the overrides and what the field takes.
+        let e = Profile::load("zn540", &ov(&["read=true"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("with read=true") && e.contains("expected a duration like"),
+            "{e}"
+        );
+        // A bare name that a field left out of the file also has is ambiguous, and fields
+        // left out are listed with the others.
+        let e = Profile::load("znsplus-mlc", &ov(&["copyback=false"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("ambiguous") && e.contains("flash.copyback, znsplus.copyback"),
+            "{e}"
+        );
+        let e = Profile::load("znsplus-mlc", &ov(&["copyback_limt=2"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("znsplus.copyback_limit"), "{e}");
         assert!(Profile::parse_overrides(&["zones".to_string()]).is_err());
         let e = Profile::load("nope", &[]).unwrap_err().to_string();
         assert!(e.contains("zn540"), "{e}");

@@ -68,7 +68,7 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
 }
 
 macro_rules! quantity {
-    ($name:ident, $inner:ty, $parse:ident, $doc:literal) => {
+    ($name:ident, $inner:ty, $parse:ident, $expecting:literal, $doc:literal) => {
         #[doc = $doc]
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
         pub struct $name(pub $inner);
@@ -80,32 +80,49 @@ macro_rules! quantity {
                 if !d.is_human_readable() {
                     return <$inner>::deserialize(d).map($name);
                 }
-                #[derive(Deserialize)]
-                #[serde(untagged)]
-                enum Raw {
-                    Int(u64),
-                    Str(String),
+                struct V;
+                impl serde::de::Visitor<'_> for V {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                        f.write_str($expecting)
+                    }
+                    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<$name, E> {
+                        Ok($name(v.into()))
+                    }
+                    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<$name, E> {
+                        u64::try_from(v)
+                            .map(|v| $name(v.into()))
+                            .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+                    }
+                    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<$name, E> {
+                        $parse(s).map($name).map_err(E::custom)
+                    }
                 }
-                match Raw::deserialize(d)? {
-                    Raw::Int(v) => Ok($name(v.into())),
-                    Raw::Str(s) => $parse(&s).map($name).map_err(serde::de::Error::custom),
-                }
+                d.deserialize_any(V)
             }
         }
     };
 }
 
-quantity!(Size, u64, parse_size, "A byte count read from a profile.");
+quantity!(
+    Size,
+    u64,
+    parse_size,
+    "a size like \"16KiB\" or a whole number of bytes",
+    "A byte count read from a profile."
+);
 quantity!(
     Duration,
     Nanos,
     parse_duration,
+    "a duration like \"35us\" or a whole number of nanoseconds",
     "A span of time read from a profile."
 );
 quantity!(
     Rate,
     u64,
     parse_rate,
+    "a rate like \"600MB/s\" or a whole number of bytes per second",
     "A bandwidth in bytes per second read from a profile."
 );
 

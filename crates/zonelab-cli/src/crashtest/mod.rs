@@ -204,7 +204,7 @@ fn profile(a: &CrashtestArgs) -> Result<Profile> {
         sets.push((k.trim().to_string(), v.trim().to_string()));
     }
     let name = a.profile.as_deref().unwrap_or("znsplus-mlc");
-    Profile::load(name, &sets).map_err(|e| anyhow!("profile {name}: {e}"))
+    Profile::load(name, &sets).map_err(|e| anyhow!("{e}"))
 }
 
 fn fs_options() -> FsOptions {
