@@ -119,6 +119,14 @@ fn bad_requests_are_refused_with_a_reason() {
     let out = zonelab(&["crashtest", "--ops", "20", "--point", "100000"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("crash points"));
+    // More files than the ballast leaves room for: what to change.
+    let out = zonelab(&["crashtest", "--workload", "mdtest", "--ops", "6000"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no space left") && err.contains("lower --fill"),
+        "{err}"
+    );
 }
 
 /// varmail on znsplus long enough for threaded logging to reopen zones while it is recorded:

@@ -345,7 +345,16 @@ fn record(a: &CrashtestArgs) -> Result<Recording> {
                     };
                     let report = zonelab_workload::fs::run(s.clone(), watched.clone(), w, cfg)
                         .await
-                        .map_err(|e| anyhow!("workload: {e}"))?;
+                        .map_err(|e| match e {
+                            zonelab_workload::fs::FsWorkloadError::Fs {
+                                err: zonelab_lfs::FsError::NoSpace,
+                                ..
+                            } => anyhow!(
+                                "workload: {e}: the ballast fills {fill}% of the file system; \
+                                 give fewer --ops or a lower --fill"
+                            ),
+                            e => anyhow!("workload: {e}"),
+                        })?;
                     let n = report.throughput.ops as usize;
                     (Oracle::Watch(watched.finish()), n)
                 }
