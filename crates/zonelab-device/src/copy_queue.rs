@@ -73,11 +73,12 @@ impl<T: Queued> CopyQueue<T> {
         heads
     }
 
-    /// Each block's FIFO, in the arrival order of their first operations (the order of
+    /// Each block with its FIFO, in the arrival order of their first operations (the order of
     /// [`CopyQueue::heads`]), to walk the queue depth by depth without a lookup per operation.
-    pub fn fifos_mut(&mut self) -> Vec<&mut VecDeque<T>> {
-        let mut fifos: Vec<&mut VecDeque<T>> = self.blocks.values_mut().collect();
-        fifos.sort_unstable_by_key(|q| q.front().expect("no empty FIFO is kept").seq());
+    pub fn fifos_mut(&mut self) -> Vec<(BlockKey, &mut VecDeque<T>)> {
+        let mut fifos: Vec<(BlockKey, &mut VecDeque<T>)> =
+            self.blocks.iter_mut().map(|(&k, q)| (k, q)).collect();
+        fifos.sort_unstable_by_key(|(_, q)| q.front().expect("no empty FIFO is kept").seq());
         fifos
     }
 

@@ -909,8 +909,6 @@ pub mod image_v2_layout {
     }
 }
 
-/// Sets `key` (bare field name, or `section.field`) to `value` in the profile table. The value is
-/// parsed as TOML when it can be (numbers, booleans), else taken as a string ("16KiB").
 /// Fields a profile file may leave out (defaults), as (section, field); "" is the top level.
 const OPTIONAL_FIELDS: &[(&str, &str)] = &[
     ("zns", "conventional_zones"),
@@ -936,6 +934,8 @@ const OPTIONAL_FIELDS: &[(&str, &str)] = &[
     ("", "namespace"),
 ];
 
+/// Sets `key` (bare field name, or `section.field`) to `value` in the profile table. The value is
+/// parsed as TOML when it can be (numbers, booleans), else taken as a string ("16KiB").
 fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(), ProfileError> {
     let parsed: toml::Value = match format!("v = {value}").parse::<toml::Table>() {
         Ok(mut t) => t.remove("v").expect("just parsed"),
@@ -960,13 +960,13 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
     }
     // An unqualified name that an optional field absent from the file also has is ambiguous
     // (`copyback`: flash.copyback, the latency, or znsplus.copyback, the switch).
-    let absent: Vec<&str> = OPTIONAL_FIELDS
-        .iter()
-        .filter(|(s, f)| *f == field && !s.is_empty() && !hits.iter().any(|h| h == s))
-        .map(|(s, _)| *s)
-        .collect();
-    if section.is_none() && !hits.is_empty() && !absent.is_empty() {
-        hits.extend(absent.iter().map(|s| s.to_string()));
+    if section.is_none() && !hits.is_empty() {
+        let absent: Vec<String> = OPTIONAL_FIELDS
+            .iter()
+            .filter(|(s, f)| *f == field && !s.is_empty() && !hits.iter().any(|h| h == s))
+            .map(|(s, _)| s.to_string())
+            .collect();
+        hits.extend(absent);
     }
     match hits.len() {
         1 => {
@@ -1232,34 +1232,26 @@ mod tests {
 
     #[test]
     fn bad_overrides_are_explained() {
-        let e = Profile::load("zn540", &ov(&["zonez=3"]))
-            .unwrap_err()
-            .to_string();
+        let err =
+            |name: &str, sets: &[&str]| Profile::load(name, &ov(sets)).unwrap_err().to_string();
+        let e = err("zn540", &["zonez=3"]);
         assert!(e.contains("no such profile field"), "{e}");
-        let e = Profile::load("zn540", &ov(&["read=fast"]))
-            .unwrap_err()
-            .to_string();
+        let e = err("zn540", &["read=fast"]);
         assert!(e.contains("not a duration"), "{e}");
         // A value of the wrong type names the overrides and what the field takes.
-        let e = Profile::load("zn540", &ov(&["read=true"]))
-            .unwrap_err()
-            .to_string();
+        let e = err("zn540", &["read=true"]);
         assert!(
             e.contains("with read=true") && e.contains("expected a duration like"),
             "{e}"
         );
         // A bare name that a field left out of the file also has is ambiguous, and fields
         // left out are listed with the others.
-        let e = Profile::load("znsplus-mlc", &ov(&["copyback=false"]))
-            .unwrap_err()
-            .to_string();
+        let e = err("znsplus-mlc", &["copyback=false"]);
         assert!(
             e.contains("ambiguous") && e.contains("flash.copyback, znsplus.copyback"),
             "{e}"
         );
-        let e = Profile::load("znsplus-mlc", &ov(&["copyback_limt=2"]))
-            .unwrap_err()
-            .to_string();
+        let e = err("znsplus-mlc", &["copyback_limt=2"]);
         assert!(e.contains("znsplus.copyback_limit"), "{e}");
         assert!(Profile::parse_overrides(&["zones".to_string()]).is_err());
         let e = Profile::load("nope", &[]).unwrap_err().to_string();

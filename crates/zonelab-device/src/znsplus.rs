@@ -723,7 +723,7 @@ impl ZonedDevice {
         chunk: u64,
         op: &CopyOp,
     ) -> (Nanos, Option<Nanos>) {
-        let (ready, done) = match *op {
+        match *op {
             CopyOp::Copyback { src, dst } => {
                 let done = self.flash.copyback(now, base, src, dst);
                 self.note_copy_op(dst.block.die, done);
@@ -775,8 +775,7 @@ impl ZonedDevice {
                 let done = self.program_chunk(now, ready.max(tail), zone, chunk, dst);
                 (data_in, Some(done))
             }
-        };
-        (ready, done)
+        }
     }
 
     /// Without power-loss protection: chunk `chunk` of `zone`, which the write pointer has
@@ -953,11 +952,14 @@ impl ZonedDevice {
         let mut queue = std::mem::take(&mut self.plus.copy_queue);
         let room = self.copy_staging_room();
         // Placing reads takes no operation off the queue: these stay the heads below.
-        let blocks = queue.heads();
         let mut fifos = queue.fifos_mut();
+        let blocks: Vec<(u64, BlockKey)> = fifos
+            .iter()
+            .map(|(block, fifo)| (fifo.front().expect("no empty FIFO").seq(), *block))
+            .collect();
         for depth in 0.. {
             let mut deeper = false;
-            for fifo in fifos.iter_mut() {
+            for (_, fifo) in fifos.iter_mut() {
                 let Some(q) = fifo.get_mut(depth) else {
                     continue;
                 };
