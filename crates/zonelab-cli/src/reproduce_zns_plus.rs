@@ -171,6 +171,9 @@ enum Scheme {
     ZnsPlusNoCb,
     /// ZNS+ with hybrid segment recycling as the published ZNS+ F2FS weighs it: no B_cold.
     ZnsPlusNoBcold,
+    /// ZNS+ with hybrid segment recycling weighing each cost per block it frees (not in the
+    /// paper; the README's note on Fig 7a).
+    ZnsPlusPerFreedBlock,
 }
 
 impl Scheme {
@@ -186,6 +189,7 @@ impl Scheme {
             Scheme::ZnsPlusCub => "ZNS+-CUB",
             Scheme::ZnsPlusNoCb => "ZNS+ w/o cpbk",
             Scheme::ZnsPlusNoBcold => "ZNS+ w/o B_cold",
+            Scheme::ZnsPlusPerFreedBlock => "ZNS+ HSR per freed block",
         }
     }
 
@@ -202,6 +206,10 @@ impl Scheme {
             Scheme::ZnsPlusCub => s(&["fs.policy=znsplus", "fs.options.allocation=cub"]),
             Scheme::ZnsPlusNoCb => s(&["fs.policy=znsplus", "device.set.znsplus.copyback=false"]),
             Scheme::ZnsPlusNoBcold => s(&["fs.policy=znsplus", "fs.options.cold_benefit=none"]),
+            Scheme::ZnsPlusPerFreedBlock => s(&[
+                "fs.policy=znsplus",
+                "fs.options.hsr_weighing=per-freed-block",
+            ]),
         }
     }
 }
@@ -330,6 +338,7 @@ impl Cfg {
                 | Scheme::ZnsPlusCub
                 | Scheme::ZnsPlusNoCb
                 | Scheme::ZnsPlusNoBcold
+                | Scheme::ZnsPlusPerFreedBlock
         ) {
             v.push(format!(
                 "fs.options.checkpoint_pre_invalid=\"{}MiB\"",
@@ -628,9 +637,17 @@ fn plan(sc: &Scale, only: &BTreeSet<&str>) -> Vec<Cfg> {
         ("fig6", &[Zns, IzcH]),
         (
             "fig7",
-            &[Zns, IzcH, IzcNoCb, ZnsPlus, ZnsPlusNoCb, ZnsPlusNoBcold],
+            &[
+                Zns,
+                IzcH,
+                IzcNoCb,
+                ZnsPlus,
+                ZnsPlusNoCb,
+                ZnsPlusNoBcold,
+                ZnsPlusPerFreedBlock,
+            ],
         ),
-        ("table5", &[ZnsPlus, ZnsPlusNoBcold]),
+        ("table5", &[ZnsPlus, ZnsPlusNoBcold, ZnsPlusPerFreedBlock]),
         ("fig9", &[Zns, IzcH, ZnsPlusLp, ZnsPlus]),
     ];
     for (fig, schemes) in per_workload {
@@ -980,7 +997,15 @@ fn table4(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
 /// Fig. 7: throughput of the five schemes per workload, and node + metadata write overhead.
 fn fig7(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
     use Scheme::*;
-    let schemes = [Zns, IzcH, IzcNoCb, ZnsPlus, ZnsPlusNoCb, ZnsPlusNoBcold];
+    let schemes = [
+        Zns,
+        IzcH,
+        IzcNoCb,
+        ZnsPlus,
+        ZnsPlusNoCb,
+        ZnsPlusNoBcold,
+        ZnsPlusPerFreedBlock,
+    ];
     let mut per = Vec::new();
     let mut plus_beats_izc = true;
     let mut plus_less_meta = true;
@@ -1017,6 +1042,7 @@ fn fig7(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
             (2, "IZC w/o cpbk"),
             (4, "ZNS+ w/o cpbk"),
             (5, "ZNS+ w/o B_cold"),
+            (6, "ZNS+ HSR per freed block"),
         ] {
             t.add(
                 "Fig 7a",
@@ -1082,6 +1108,8 @@ fn table5(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
         let (tl, izc, tl_pct) = r.tl_share(c);
         // Hybrid segment recycling as the published code weighs it (no B_cold).
         let (_, _, tl_pct_no_bcold) = r.tl_share(Cfg::new(w, Scheme::ZnsPlusNoBcold));
+        // And weighing each cost per block it frees (not in the paper).
+        let (_, _, tl_pct_per_freed) = r.tl_share(Cfg::new(w, Scheme::ZnsPlusPerFreedBlock));
         let bg = r.f(c, "device.plugged_blocks_background");
         let od = r.f(c, "device.plugged_blocks_on_demand");
         let bp_pct = pct(bg, bg + od);
@@ -1102,6 +1130,17 @@ fn table5(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
             "%",
             TL[w],
             tl_pct_no_bcold,
+            Check::Report,
+        );
+        t.add(
+            "Table 5",
+            &format!(
+                "segments reclaimed by threaded logging, {}, HSR per freed block",
+                wl(w)
+            ),
+            "%",
+            f64::NAN,
+            tl_pct_per_freed,
             Check::Report,
         );
         t.add(
@@ -1128,7 +1167,7 @@ fn table5(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
         );
         rows.push(json!({
             "workload": wl(w), "tl_opens": tl, "izc_compactions": izc, "tl_pct": tl_pct,
-            "paper_tl_pct": TL[w], "tl_pct_without_b_cold": tl_pct_no_bcold, "plugged_background": bg, "plugged_on_demand": od,
+            "paper_tl_pct": TL[w], "tl_pct_without_b_cold": tl_pct_no_bcold, "tl_pct_per_freed_block": tl_pct_per_freed, "plugged_background": bg, "plugged_on_demand": od,
             "bp_pct": bp_pct, "paper_bp_pct": BP[w], "alpha_pct": alpha, "beta_pct": beta,
         }));
     }
@@ -1718,6 +1757,10 @@ fn plots(dir: &Path, figs: &serde_json::Map<String, Value>) -> Result<()> {
                     ("paper TL".into(), col("paper_tl_pct")),
                     ("ZoneLab TL".into(), col("tl_pct")),
                     ("ZoneLab TL w/o B_cold".into(), col("tl_pct_without_b_cold")),
+                    (
+                        "ZoneLab TL, HSR per freed block".into(),
+                        col("tl_pct_per_freed_block"),
+                    ),
                     ("paper BP".into(), col("paper_bp_pct")),
                     ("ZoneLab BP".into(), col("bp_pct")),
                 ],

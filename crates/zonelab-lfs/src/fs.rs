@@ -823,7 +823,7 @@ impl Fs {
                 )
             };
             segs.threaded = Some(Threaded::new(
-                crate::policy::Hsr::new(copy_ns, write_ns, tl.plugging_share, tl.cold_benefit),
+                crate::policy::Hsr::new(copy_ns, write_ns, &tl),
                 reserved + 2,
                 clean_below,
                 zones as usize,

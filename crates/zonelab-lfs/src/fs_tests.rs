@@ -349,8 +349,8 @@ fn znsplus_policy() -> Box<dyn Policy> {
         },
         threaded: ThreadedLogging {
             checkpoint_pre_invalid_bytes: 1 << 20,
-            plugging_share: 0.9,
             cold_benefit: ColdBenefit::None,
+            ..ThreadedLogging::default()
         },
     })
 }

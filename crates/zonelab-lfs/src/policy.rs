@@ -99,6 +99,38 @@ pub struct ThreadedLogging {
     /// Whether C_SC subtracts B_cold, the future plugging compaction saves by moving cold
     /// blocks to the cold log.
     pub cold_benefit: ColdBenefit,
+    /// How C_TL and C_SC are weighed against each other.
+    pub weighing: HsrWeighing,
+}
+
+impl Default for ThreadedLogging {
+    /// The paper's settings: theta_PI 128 MB, f_plugging 90% of the on-demand copy, B_cold
+    /// profiled, and the two costs compared as they stand.
+    fn default() -> ThreadedLogging {
+        ThreadedLogging {
+            checkpoint_pre_invalid_bytes: 128 << 20,
+            plugging_share: 0.9,
+            cold_benefit: ColdBenefit::Profiled,
+            weighing: HsrWeighing::PerSegment,
+        }
+    }
+}
+
+/// How hybrid segment recycling compares C_TL with C_SC (seed 000 §3.3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HsrWeighing {
+    /// Each cost as it stands: the cost of one TL_open against that of one compaction, as
+    /// the paper compares them and the published ZNS+ F2FS does (`get_new_ssr_segment`,
+    /// the default).
+    PerSegment,
+    /// Each cost per block of room it gives the log: C_TL over the blocks the reopened zone
+    /// has free (`blocks - N_pre-inv - N_valid`), C_SC over those the compaction frees
+    /// (`blocks - N_valid`). Not in the paper: an option to study its cost model with. The
+    /// zone threaded logging may reopen is only the cheapest of the log's own type, so it
+    /// can keep far more blocks than the zone compaction would clean (OLTP: about 6700 of
+    /// 8192 against 5600); compared per segment, the two then cost about the same although
+    /// threaded logging plugs twice as many blocks per block it frees.
+    PerFreedBlock,
 }
 
 /// B_cold in hybrid segment recycling's C_SC (seed 000 §3.3.2).
@@ -163,6 +195,7 @@ pub struct Hsr {
     pub write_ns: f64,
     pub plugging_share: f64,
     pub cold_benefit: ColdBenefit,
+    pub weighing: HsrWeighing,
     /// Per log that wrote the victim ([`Temp`]): (node and metadata blocks written, blocks
     /// moved).
     alpha_sum: [(u64, u64); 6],
@@ -222,12 +255,15 @@ fn per_block_moved(meta: u64, moved: u64) -> Option<f64> {
 }
 
 impl Hsr {
-    pub fn new(copy_ns: f64, write_ns: f64, plugging_share: f64, cold_benefit: ColdBenefit) -> Hsr {
+    /// The cost model of threaded logging with options `tl`, on a device whose in-device
+    /// copy of a block takes `copy_ns` and host write `write_ns`.
+    pub fn new(copy_ns: f64, write_ns: f64, tl: &ThreadedLogging) -> Hsr {
         Hsr {
             copy_ns,
             write_ns,
-            plugging_share,
-            cold_benefit,
+            plugging_share: tl.plugging_share,
+            cold_benefit: tl.cold_benefit,
+            weighing: tl.weighing,
             alpha_sum: [(0, 0); 6],
             beta_sum: BetaSums::default(),
         }
@@ -303,6 +339,33 @@ impl Hsr {
         };
         self.copy_ns * valid as f64 + self.write_ns * self.alpha(victim) * valid as f64 - b_cold
     }
+
+    /// Whether to reopen a zone that keeps `keep` (N_pre-inv + N_valid) of its `zone_blocks`
+    /// blocks for threaded logging rather than compact the victim the log `victim` wrote,
+    /// which holds `valid` blocks of which `cold` are cold; ties go to threaded logging.
+    /// Both zones have a block to free (`keep`, `valid` < `zone_blocks`).
+    pub fn prefers_threaded_logging(
+        &self,
+        keep: u64,
+        victim: Temp,
+        valid: u64,
+        cold: u64,
+        zone_blocks: u64,
+    ) -> bool {
+        assert!(
+            keep < zone_blocks && valid < zone_blocks,
+            "both free a block"
+        );
+        let tl = self.threaded_logging_cost(keep);
+        let sc = self.compaction_cost(victim, valid, cold);
+        match self.weighing {
+            HsrWeighing::PerSegment => tl <= sc,
+            // tl / (zone_blocks - keep) <= sc / (zone_blocks - valid), both divisors > 0.
+            HsrWeighing::PerFreedBlock => {
+                tl * (zone_blocks - valid) as f64 <= sc * (zone_blocks - keep) as f64
+            }
+        }
+    }
 }
 
 /// A file-system policy.
@@ -373,7 +436,7 @@ impl Policy for ZnsPlus {
 /// The policies [`build`] knows, and their options.
 pub const POLICIES: &str = "f2fs; izc (options cached_pages = \"host\" | \"device\", allocation = \
      \"cab\" | \"cub\"); znsplus (the options of izc, and checkpoint_pre_invalid = \"128MiB\", \
-     cold_benefit = \"none\" | \"profiled\")";
+     cold_benefit = \"none\" | \"profiled\", hsr_weighing = \"per-segment\" | \"per-freed-block\")";
 
 /// A policy by name with default options.
 pub fn by_name(name: &str) -> Result<Box<dyn Policy>, String> {
@@ -390,11 +453,7 @@ pub fn build(
         cached: CachedPages::Host,
         allocation: Allocation::CopybackAware,
     };
-    let mut threaded = ThreadedLogging {
-        checkpoint_pre_invalid_bytes: 128 << 20,
-        plugging_share: 0.9,
-        cold_benefit: ColdBenefit::Profiled,
-    };
+    let mut threaded = ThreadedLogging::default();
     let takes_copy_options = matches!(name, "izc" | "znsplus");
     for (k, v) in options {
         if name == "znsplus" && k == "checkpoint_pre_invalid" {
@@ -411,6 +470,20 @@ pub fn build(
                     return Err(format!(
                         "cold_benefit = '{v}': use none (the published ZNS+ F2FS) or profiled \
                          (B_cold = f_plugging(beta x N_cold), seed 000 §3.3.2)"
+                    ));
+                }
+            };
+            continue;
+        }
+        if name == "znsplus" && k == "hsr_weighing" {
+            threaded.weighing = match v.as_str() {
+                "per-segment" => HsrWeighing::PerSegment,
+                "per-freed-block" => HsrWeighing::PerFreedBlock,
+                _ => {
+                    return Err(format!(
+                        "hsr_weighing = '{v}': use per-segment (C_TL against C_SC as they \
+                         stand, seed 000 §3.3.2) or per-freed-block (each over the blocks it \
+                         frees)"
                     ));
                 }
             };
@@ -503,13 +576,20 @@ mod tests {
         assert!(build("izc", &opts(&[("checkpoint_pre_invalid", "1M")])).is_err());
         assert!(err("znsplus", &[("checkpoint_pre_invalid", "lots")]).contains("128MiB"));
         assert!(err("f2fs", &[("allocation", "cab")]).contains("takes no option"));
+        let p = build("znsplus", &opts(&[("hsr_weighing", "per-freed-block")])).unwrap();
+        assert_eq!(
+            p.threaded_logging().unwrap().weighing,
+            HsrWeighing::PerFreedBlock
+        );
+        assert!(err("znsplus", &[("hsr_weighing", "per-block")]).contains("per-freed-block"));
+        assert!(err("izc", &[("hsr_weighing", "per-segment")]).contains("no option"));
         assert!(err("nope", &[]).contains("unknown policy"));
     }
 
     #[test]
     fn hybrid_recycling_prefers_the_cheaper_reclaim() {
         use Temp::{HotData, WarmData, WarmNode};
-        let mut h = Hsr::new(100.0, 100.0, 0.9, ColdBenefit::Profiled);
+        let mut h = Hsr::new(100.0, 100.0, &ThreadedLogging::default());
         // No cold data: threaded logging of a zone keeping 100 blocks costs 9000, compaction
         // of a data zone with 80 valid blocks 80 x (100 + 0.2 x 100) = 9600.
         assert!(h.threaded_logging_cost(100) < h.compaction_cost(WarmData, 80, 0));
@@ -538,12 +618,30 @@ mod tests {
         );
     }
 
+    /// Per segment, a reopened zone that keeps 85 of 100 blocks costs less than compacting one
+    /// with 80 valid (0.9 x 85 < 80); per block of room for the log it costs 7650 / 15 against
+    /// 8000 / 20, more. A zone that keeps 50 is cheaper either way.
+    #[test]
+    fn weighing_per_freed_block_counts_the_room_each_reclaim_gives() {
+        use Temp::WarmData;
+        let per_segment = |h: &Hsr, keep| h.prefers_threaded_logging(keep, WarmData, 80, 0, 100);
+        let mut h = Hsr::new(100.0, 100.0, &ThreadedLogging::default());
+        h.observe_alpha(WarmData, 0, 1000);
+        assert!(per_segment(&h, 85) && per_segment(&h, 50));
+        assert!(!per_segment(&h, 90), "0.9 x 90 > 80");
+        h.weighing = HsrWeighing::PerFreedBlock;
+        assert!(!per_segment(&h, 85));
+        assert!(per_segment(&h, 50));
+        // Equal room: the two weighings agree.
+        assert!(h.prefers_threaded_logging(80, WarmData, 80, 0, 100));
+    }
+
     /// The report pools alpha by victim kind and carries beta's sums, so a window's
     /// difference of two profiles gives that window's alpha and beta.
     #[test]
     fn the_profile_reports_alpha_by_victim_kind_and_beta() {
         use Temp::{ColdData, HotNode, WarmData, WarmNode};
-        let mut h = Hsr::new(100.0, 100.0, 0.9, ColdBenefit::Profiled);
+        let mut h = Hsr::new(100.0, 100.0, &ThreadedLogging::default());
         let p = h.profile();
         assert_eq!(p.alpha(VictimKind::Data), None, "nothing compacted yet");
         assert_eq!(p.beta.beta(), None, "no zone reopened twice yet");

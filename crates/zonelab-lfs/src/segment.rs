@@ -496,15 +496,16 @@ impl Segments {
             && let Some((z, keep)) = self.threaded_candidate(t)
         {
             let th = self.threaded.as_ref().expect("checked");
-            let tl_cost = th.hsr.threaded_logging_cost(keep);
             let unweighed = free < th.forced_below.max(1);
             let prefer_tl = unweighed
                 || self.compaction_victim().is_none_or(|v| {
-                    let valid = self.zone_valid(v) as u64;
-                    tl_cost
-                        <= th
-                            .hsr
-                            .compaction_cost(self.victim_temp(v), valid, self.cold_blocks(v))
+                    th.hsr.prefers_threaded_logging(
+                        keep,
+                        self.victim_temp(v),
+                        self.zone_valid(v) as u64,
+                        self.cold_blocks(v),
+                        self.layout.blocks_per_zone as u64,
+                    )
                 });
             if prefer_tl {
                 if unweighed {
@@ -660,7 +661,7 @@ impl Segments {
 mod tests {
     use super::*;
     use crate::layout::{DeviceShape, FormatOptions, plan};
-    use crate::policy::{ColdBenefit, Hsr};
+    use crate::policy::{Hsr, ThreadedLogging};
 
     fn segments() -> Segments {
         let zone = 512u64;
@@ -676,7 +677,7 @@ mod tests {
         let sb = plan(shape, FormatOptions::default(), true).expect("a valid plan");
         let mut s = Segments::new(Layout::new(sb).expect("a valid layout"));
         s.threaded = Some(Threaded::new(
-            Hsr::new(1.0, 1.0, 0.9, ColdBenefit::Profiled),
+            Hsr::new(1.0, 1.0, &ThreadedLogging::default()),
             4,
             0,
             s.zones.len(),
