@@ -994,7 +994,7 @@ fn table4(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
     figs.insert("table4".into(), json!(rows));
 }
 
-/// Fig. 7: throughput of the five schemes per workload, and node + metadata write overhead.
+/// Fig. 7: throughput of each scheme per workload, and node + metadata write overhead.
 fn fig7(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
     use Scheme::*;
     let schemes = [

@@ -624,14 +624,14 @@ mod tests {
     #[test]
     fn weighing_per_freed_block_counts_the_room_each_reclaim_gives() {
         use Temp::WarmData;
-        let per_segment = |h: &Hsr, keep| h.prefers_threaded_logging(keep, WarmData, 80, 0, 100);
+        let prefers_tl = |h: &Hsr, keep| h.prefers_threaded_logging(keep, WarmData, 80, 0, 100);
         let mut h = Hsr::new(100.0, 100.0, &ThreadedLogging::default());
         h.observe_alpha(WarmData, 0, 1000);
-        assert!(per_segment(&h, 85) && per_segment(&h, 50));
-        assert!(!per_segment(&h, 90), "0.9 x 90 > 80");
+        assert!(prefers_tl(&h, 85) && prefers_tl(&h, 50));
+        assert!(!prefers_tl(&h, 90), "0.9 x 90 > 80");
         h.weighing = HsrWeighing::PerFreedBlock;
-        assert!(!per_segment(&h, 85));
-        assert!(per_segment(&h, 50));
+        assert!(!prefers_tl(&h, 85));
+        assert!(prefers_tl(&h, 50));
         // Equal room: the two weighings agree.
         assert!(h.prefers_threaded_logging(80, WarmData, 80, 0, 100));
     }
