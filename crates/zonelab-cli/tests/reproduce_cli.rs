@@ -126,6 +126,19 @@ fn zns_plus_quick_has_every_item_plot_and_clean_run() {
     let nocb = run("fileserver/IZC w/o cpbk/mlc/u90/c16/l2");
     assert_eq!(nocb["device"]["copybacks"], 0);
     assert!(nocb["device"]["readprogram_copies"].as_u64().unwrap() > 0);
+    let per_freed = runs
+        .iter()
+        .find(|r| r["key"] == "tpcc/ZNS+ HSR per freed block/mlc/u90/c16/l2")
+        .expect("a run weighing HSR per freed block");
+    assert!(
+        per_freed["sets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "fs.options.hsr_weighing=per-freed-block"),
+        "{}",
+        per_freed["sets"]
+    );
     // The θ_PI sweep ran ZNS+ at the paper's 512 MB, scaled with the file system (32 zones:
     // 32 MiB).
     let sweep = runs
@@ -255,9 +268,10 @@ fn only_runs_the_figures_asked_for() {
         items.iter().all(|i| i["observation"] == "Table 5"),
         "{items:?}"
     );
-    // Two ZNS+ runs per workload (with and without B_cold), and only Table 5's plot.
-    assert_eq!(table["experiments"], 10);
-    assert_eq!(table["runs"], 20);
+    // Three ZNS+ runs per workload (as the paper's, without B_cold, HSR per freed block), and
+    // only Table 5's plot.
+    assert_eq!(table["experiments"], 15);
+    assert_eq!(table["runs"], 30);
     let pngs: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
