@@ -119,6 +119,12 @@ fn bad_requests_are_refused_with_a_reason() {
     let out = zonelab(&["crashtest", "--ops", "20", "--point", "100000"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("crash points"));
+    // Nothing to test is not a pass.
+    let out = zonelab(&["crashtest", "--ops", "0"]);
+    assert!(!out.status.success());
+    let out = zonelab(&["crashtest", "--ops", "20", "--points", "0"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 1"));
     // More files than the ballast leaves room for: what to change.
     let out = zonelab(&["crashtest", "--workload", "mdtest", "--ops", "6000"]);
     assert!(!out.status.success());

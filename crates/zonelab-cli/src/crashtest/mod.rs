@@ -89,12 +89,12 @@ pub struct CrashtestArgs {
     fill: Option<u32>,
     /// Operations of the workload (default: 2000 for mix, 4000 for the filebench
     /// personalities; mdtest creates this many files, default 1500).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     ops: Option<u32>,
     /// Crash points to test: every flush and durable point, `--between` per gap between
     /// flushes, and seeded instants across the run up to this many (evenly thinned when the
     /// first kinds alone are more).
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long, default_value_t = 3000, value_parser = at_least_one)]
     points: usize,
     /// Sampled crash points between two consecutive flushes (a drive with power-loss
     /// protection needs none: only command completion matters there).
@@ -217,6 +217,15 @@ fn fs_options() -> FsOptions {
 
 fn build_policy(name: &str) -> Result<Box<dyn policy::Policy>> {
     policy::build(name, &BTreeMap::new()).map_err(|e| anyhow!("--policy {name}: {e}"))
+}
+
+/// A count of at least one (`--points 0` would test nothing and pass).
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("give at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}: give a whole number such as 1000")),
+    }
 }
 
 /// The benchmark workload `name`, sized for a small device and many crash points.

@@ -446,6 +446,15 @@ pub async fn run<F: FileSystem + 'static>(
     let mut tree_rng = SimRng::stream(seed, 2);
     let width = params.meandirwidth as f64;
     let g = params.dirgamma;
+    if let Some(u) = params.utilization
+        && params.filesize.mean() == 0
+    {
+        // Files of no bytes would never fill the share asked for.
+        return Err(FsWorkloadError::Config(format!(
+            "filesize = 0 with utilization = {u}: a fileset sized by capacity needs files of at \
+             least one byte; give a filesize (e.g. 16k) or size the fileset with nfiles"
+        )));
+    }
     let sets = match params.personality {
         Personality::Fileserver | Personality::Varmail => {
             let sizes = plan_sizes(params.filesize, params.nfiles, target, fp, &mut size_rng);
@@ -487,9 +496,12 @@ pub async fn run<F: FileSystem + 'static>(
         || (params.personality == Personality::Videoserver && sets[SECOND].files.is_empty())
     {
         return Err(FsWorkloadError::Config(format!(
-            "the fileset is empty: capacity {capacity} bytes at utilization {:?} holds no file \
-             of mean size {}",
-            params.utilization,
+            "the fileset is empty: capacity {capacity} bytes{} holds no file of mean size {}: \
+             give a smaller filesize or a higher utilization",
+            params
+                .utilization
+                .map(|u| format!(" at utilization {u}"))
+                .unwrap_or_default(),
             params.filesize.mean()
         )));
     }

@@ -578,6 +578,22 @@ fn filebench_needs_a_run_length_and_a_fileset() {
         cfg(PayloadMode::Full, 1, Some(RunLength::Ops(10))),
     );
     assert!(matches!(e, Err(FsWorkloadError::Config(_))), "{e:?}");
+    // Files of no bytes never fill a share of the capacity: refused, not drawn forever.
+    let sim = Sim::new();
+    let fs = memfs(&sim, PayloadMode::Full, 1 << 20, Nanos::ZERO);
+    let mut w = small("fileserver");
+    w.set("filesize", "0").unwrap();
+    w.set("utilization", "0.5").unwrap();
+    let e = run_blocking(
+        &sim,
+        fs,
+        w,
+        cfg(PayloadMode::Full, 1, Some(RunLength::Ops(10))),
+    );
+    assert!(
+        matches!(&e, Err(FsWorkloadError::Config(m)) if m.contains("at least one byte")),
+        "{e:?}"
+    );
 }
 
 /// Wraps a file system and delays every call by a pseudo-random time before and after it,
