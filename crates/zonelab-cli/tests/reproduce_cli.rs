@@ -126,33 +126,26 @@ fn zns_plus_quick_has_every_item_plot_and_clean_run() {
     let nocb = run("fileserver/IZC w/o cpbk/mlc/u90/c16/l2");
     assert_eq!(nocb["device"]["copybacks"], 0);
     assert!(nocb["device"]["readprogram_copies"].as_u64().unwrap() > 0);
-    let per_freed = runs
-        .iter()
-        .find(|r| r["key"] == "tpcc/ZNS+ HSR per freed block/mlc/u90/c16/l2")
-        .expect("a run weighing HSR per freed block");
-    assert!(
-        per_freed["sets"]
-            .as_array()
-            .unwrap()
+    // A run carries the override that makes it what its key says.
+    let ran_with = |key: &str, set: &str| {
+        let sets = &runs
             .iter()
-            .any(|s| s == "fs.options.hsr_weighing=per-freed-block"),
-        "{}",
-        per_freed["sets"]
+            .find(|r| r["key"] == key)
+            .unwrap_or_else(|| panic!("no run {key}"))["sets"];
+        assert!(
+            sets.as_array().unwrap().iter().any(|s| s == set),
+            "{key}: {sets}"
+        );
+    };
+    ran_with(
+        "tpcc/ZNS+ HSR per freed block/mlc/u90/c16/l2",
+        "fs.options.hsr_weighing=per-freed-block",
     );
     // The θ_PI sweep ran ZNS+ at the paper's 512 MB, scaled with the file system (32 zones:
     // 32 MiB).
-    let sweep = runs
-        .iter()
-        .find(|r| r["key"] == "fileserver/ZNS+/mlc/u90/c16/l2/pi512")
-        .expect("the sweep's run at 512 MB");
-    assert!(
-        sweep["sets"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|s| s == "fs.options.checkpoint_pre_invalid=\"32MiB\""),
-        "{}",
-        sweep["sets"]
+    ran_with(
+        "fileserver/ZNS+/mlc/u90/c16/l2/pi512",
+        "fs.options.checkpoint_pre_invalid=\"32MiB\"",
     );
     // Fig 6 reports how full the cleaned zones were, from the run's own counters: blocks
     // moved per zone cleaned, of a 16-chip zone's 8192 blocks.
