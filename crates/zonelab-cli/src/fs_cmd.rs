@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::rc::Rc;
 use zonelab_device::{HostStack, IoEngine, IoScheduler, Namespace};
+use zonelab_lfs::FsError;
 use zonelab_lfs::dev::Devices;
 use zonelab_lfs::fs::{Fs, FsOptions};
 use zonelab_lfs::layout::FormatOptions;
@@ -25,9 +26,12 @@ pub struct MkfsArgs {
     #[arg(long, default_value_t = 1)]
     segs_per_zone: u32,
     /// Companion conventional device image for the metadata (created by `zonelab zns create
-    /// IMAGE --profile sn640`); the zoned device then needs no conventional zones.
+    /// IMAGE --profile sn640-op28`); the zoned device then needs no conventional zones.
     #[arg(long, value_name = "IMAGE")]
     companion: Option<PathBuf>,
+    /// Format even if the device already holds a file system (erasing every file on it).
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Args, Debug)]
@@ -64,8 +68,7 @@ pub(crate) fn load_companion(path: &Path) -> Result<ConventionalImage> {
     match image::load_any(path).context("--companion")? {
         AnyImage::Conventional(c) => Ok(c),
         AnyImage::Zoned(_) => bail!(
-            "--companion {}: this is a zoned device image; the companion must be a conventional one, e.g. `zonelab zns create {} --profile sn640 --set blocks_per_plane=16`",
-            path.display(),
+            "--companion {}: this is a zoned device image; the companion must be a conventional one, e.g. `zonelab zns create meta.img --profile sn640-op28 --set blocks_per_plane=16 --set pages_per_block=64`",
             path.display()
         ),
     }
@@ -128,6 +131,19 @@ pub fn mkfs(a: MkfsArgs) -> Result<ExitCode> {
         segs_per_zone: a.segs_per_zone,
         ..Default::default()
     };
+    if !a.force {
+        let (s, devs) = (sim.clone(), stacks.devices());
+        let exists = sim
+            .block_on(Fs::exists_on(s, devs))
+            .context("simulation stalled")?;
+        if exists.with_context(|| format!("mkfs {}", a.image.display()))? {
+            bail!(
+                "{} already holds a file system (its superblock is intact); formatting erases every file on it. Pass --force to format anyway, or check it with `zonelab fsck {}`",
+                a.image.display(),
+                a.image.display()
+            );
+        }
+    }
     let (s, devs) = (sim.clone(), stacks.devices());
     let res = sim
         .block_on(async move {
@@ -191,11 +207,14 @@ pub fn check_image(path: &Path, companion: Option<&Path>) -> Result<Vec<String>>
     let r = sim
         .block_on(async move {
             let fs = Fs::mount(s, devs, FsOptions::default(), Box::new(policy::F2fs)).await?;
-            fs.check().await
+            fs.check_at_rest().await
         })
         .context("simulation stalled")?;
     match r {
         Ok(p) => Ok(p),
+        // Damage that keeps it from mounting is a finding of the check (exit 4, and in the
+        // JSON); a wrong request (a missing or wrong companion) is not.
+        Err(e @ (FsError::Corrupt(_) | FsError::Io(_))) => Ok(vec![format!("cannot mount: {e}")]),
         Err(e) => bail!("{}: cannot mount: {e}", path.display()),
     }
 }

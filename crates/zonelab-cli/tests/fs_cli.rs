@@ -47,6 +47,40 @@ fn mkfs_then_fsck_is_clean() {
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["clean"], true);
+    // A second mkfs would erase the file system: refused without --force, image unchanged.
+    let before = std::fs::read(&img).unwrap();
+    let o = zonelab(&["mkfs", i]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--force"), "{}", text(&o));
+    assert_eq!(std::fs::read(&img).unwrap(), before);
+    let o = zonelab(&["mkfs", i, "--force"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Damage that keeps the file system from mounting is a finding (exit 4, in the JSON):
+    // here both checkpoint packs (blocks 2..8, after the two superblock copies) overwritten.
+    let junk = temp("junk.bin");
+    std::fs::write(&junk, vec![0x5a; 6 * 4096]).unwrap();
+    let o = zonelab(&[
+        "zns",
+        "write",
+        i,
+        "-s",
+        "2",
+        "-z",
+        &(6 * 4096).to_string(),
+        "-d",
+        junk.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::remove_file(&junk).ok();
+    let o = zonelab(&["fsck", i, "--json"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["clean"], false);
+    let p = v["problems"][0].as_str().unwrap();
+    assert!(
+        p.contains("cannot mount") && p.contains("checkpoint"),
+        "{v}"
+    );
     std::fs::remove_file(&img).ok();
 }
 
@@ -170,7 +204,26 @@ fn mkfs_and_fsck_with_a_companion_image() {
         assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
         assert!(!text(&o).contains("panicked"), "{}", text(&o));
     }
-    for p in [&zimg, &cimg, &other] {
+    // The companion the error suggests can be created as it says.
+    let o = zonelab(&["mkfs", z, "--companion", z]);
+    let hint = text(&o);
+    let cmd = hint.split('`').nth(1).expect("a suggested command");
+    let hinted = temp("hinted.img");
+    let args: Vec<&str> = cmd
+        .split_whitespace()
+        .skip(1)
+        .map(|a| {
+            if a == "meta.img" {
+                hinted.to_str().unwrap()
+            } else {
+                a
+            }
+        })
+        .collect();
+    assert!(args.contains(&hinted.to_str().unwrap()), "{cmd}");
+    let o = zonelab(&args);
+    assert!(o.status.success(), "`{cmd}`: {}", text(&o));
+    for p in [&zimg, &cimg, &other, &hinted] {
         std::fs::remove_file(p).ok();
     }
 }

@@ -339,6 +339,27 @@ fn tar_round_trips_a_source_tree() {
     );
     sh(&out, &format!("diff -r {}/crates crates", src.display()));
     m.umount();
+    // A copy whose fullest zone (file data) is reset behind the file system: it still mounts
+    // and its files still read (as zeros), but fsck reports the data lost.
+    let lost = dir.path("lost.img");
+    fs::copy(&img, &lost).unwrap();
+    let l = lost.to_str().unwrap();
+    let o = zonelab(&["zns", "report-zones", l, "-o", "json"]);
+    let zones: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let written = |z: &serde_json::Value| z["wp"].as_u64().unwrap() - z["slba"].as_u64().unwrap();
+    let fullest = zones["zone_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|z| z["type"] == "SEQWRITE_REQ")
+        .max_by_key(|z| written(z))
+        .map(|z| z["slba"].as_u64().unwrap())
+        .unwrap();
+    let o = zonelab(&["zns", "reset-zone", l, "-s", &fullest.to_string()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = zonelab(&["fsck", l]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(text(&o).contains("read back as zeros"), "{}", text(&o));
 }
 
 #[test]

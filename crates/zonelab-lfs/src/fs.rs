@@ -877,6 +877,13 @@ impl Fs {
         }
     }
 
+    /// Whether `devices` hold a file system: an intact superblock copy (mkfs asks before it
+    /// formats over one).
+    pub async fn exists_on(sim: Sim, devices: impl Into<Devices>) -> FsResult<bool> {
+        let dev = Dev::new(sim, devices.into())?;
+        Ok(read_superblock(&dev).await.is_ok())
+    }
+
     /// Mounts the file system on the device behind `stack`: the newest valid checkpoint is the
     /// state (roll-back); logs continue at the zones' write pointers; zones written after the
     /// checkpoint but free in it are reset.
@@ -896,28 +903,17 @@ impl Fs {
         let companion_lbas = devices.companion_lbas();
         let has_companion = devices.companion.is_some();
         let dev = Dev::new(sim.clone(), devices)?;
-        let mut sb: Option<Superblock> = None;
-        let mut why = String::new();
-        for a in [0, 1] {
-            match dev
-                .read_meta(a, Traffic::Meta)
-                .await
-                .and_then(|b| Superblock::decode(&b))
-            {
-                Ok(s) => {
-                    sb = Some(s);
-                    break;
-                }
-                Err(e) => why = e.to_string(),
-            }
-        }
+        let sb = read_superblock(&dev).await;
         let no_conventional_zones = stack
             .device()
             .borrow()
             .zoned()
             .is_some_and(|z| z.profile().zns.conventional_zones == 0);
-        let sb = sb.ok_or_else(|| {
-            FsError::Corrupt(if has_companion {
+        // No intact superblock is no file system here (an unformatted device, or the metadata
+        // on a companion not attached): a wrong request, as Linux's mount answers EINVAL when
+        // it finds no file system, not damage for fsck to report.
+        let sb = sb.map_err(|why| {
+            FsError::Invalid(if has_companion {
                 format!(
                     "no valid superblock on the companion device ({why}): attach the companion this file system was formatted with, or mount without a companion if its metadata is on conventional zones (or run mkfs)"
                 )
@@ -3112,6 +3108,31 @@ impl Fs {
     pub async fn check(&self) -> FsResult<Vec<String>> {
         crate::fsck::check_mounted(self).await
     }
+
+    /// [`Fs::check`] and what only a file system at rest can be checked for (a fresh mount,
+    /// before it writes anything): intact superblock copies, and valid blocks the zoned device
+    /// still holds.
+    pub async fn check_at_rest(&self) -> FsResult<Vec<String>> {
+        let mut problems = crate::fsck::check_at_rest(self).await?;
+        problems.extend(self.check().await?);
+        Ok(problems)
+    }
+}
+
+/// The first intact superblock copy (mount reads copy 0, then copy 1), or why neither is.
+async fn read_superblock(dev: &Dev) -> Result<Superblock, String> {
+    let mut why = String::new();
+    for a in [0, 1] {
+        match dev
+            .read_meta(a, Traffic::Meta)
+            .await
+            .and_then(|b| Superblock::decode(&b))
+        {
+            Ok(s) => return Ok(s),
+            Err(e) => why = e.to_string(),
+        }
+    }
+    Err(why)
 }
 
 /// Which child pointer of a node the tree walk follows.

@@ -5,12 +5,16 @@
 //! every data address in a node is a valid block whose summary names that node and slot; no
 //! block is owned twice; SIT valid counts equal the blocks reached from the NAT; directory
 //! entries point at live inodes of the right kind and link counts match the entries; every
-//! inode's parent chain reaches the root.
+//! inode's parent chain reaches the root. At rest (a fresh mount, nothing in flight), also
+//! that both superblock copies are intact and that every valid block is data the zoned device
+//! still holds.
 
+use crate::dev::Traffic;
 use crate::fs::Fs;
-use crate::ondisk::{NULL_ADDR, Nid, NodeBody};
+use crate::ondisk::{NULL_ADDR, Nid, NodeBody, Superblock};
 use crate::vfs::{FileKind, FileSystem, FsResult, Ino, ROOT_INO};
 use std::collections::{BTreeMap, BTreeSet};
+use zonelab_device::ZoneState;
 
 /// Problems found (empty when clean).
 pub async fn check_mounted(fs: &Fs) -> FsResult<Vec<String>> {
@@ -171,6 +175,88 @@ pub async fn check_mounted(fs: &Fs) -> FsResult<Vec<String>> {
         }
     }
     Ok(problems)
+}
+
+/// Problems only a file system at rest can be checked for (a fresh mount, before anything it
+/// starts reaches the device): on a running one, a block is valid from its allocation, before
+/// its write reaches the zoned device.
+///
+/// - Both superblock copies decode and agree: mount uses the first intact one, so a damaged
+///   copy is otherwise silent, and nothing is left for the next damage. (The two checkpoint
+///   packs are not compared: the older one is legitimately torn after a power cut during a
+///   checkpoint.)
+/// - Every block the SIT calls valid lies in data its zone holds: below the zone's written
+///   part (a zone reset or finished behind the file system's back holds zeros there), and not
+///   in an offline zone (unreadable). Reads of such blocks succeed, so nothing else notices
+///   that the files' data is gone.
+pub async fn check_at_rest(fs: &Fs) -> FsResult<Vec<String>> {
+    // First, before anything awaits (and lets the file system's background work begin).
+    let mut problems = check_zones_hold_valid_blocks(fs);
+    let sb = fs.inner.st.borrow().segs.layout.sb.clone();
+    for copy in [0u64, 1] {
+        let read = fs
+            .inner
+            .dev
+            .read_meta(copy, Traffic::Meta)
+            .await
+            .and_then(|b| Superblock::decode(&b));
+        match read {
+            Ok(s) if s == sb => {}
+            Ok(_) => problems.push(format!(
+                "superblock copy {copy} differs from the one mounted: the copies must be equal (reformat with mkfs after saving the files)"
+            )),
+            Err(e) => problems.push(format!(
+                "superblock copy {copy} is damaged ({e}); the file system mounts from the other copy, but has no spare left"
+            )),
+        }
+    }
+    Ok(problems)
+}
+
+/// Valid blocks against the zoned device's zones (see [`check_at_rest`]); one problem per zone.
+fn check_zones_hold_valid_blocks(fs: &Fs) -> Vec<String> {
+    let st = fs.inner.st.borrow();
+    let segs = &st.segs;
+    let layout = &segs.layout;
+    let ns = fs.inner.dev.stack.device().borrow();
+    let Some(dev) = ns.zoned() else {
+        return vec!["the file system is not on a zoned device".into()];
+    };
+    let base = layout.zoned_base();
+    let mut problems = Vec::new();
+    for z in 0..layout.sb.main_zones {
+        if segs.zone_valid(z) == 0 {
+            continue;
+        }
+        let id = layout.zone_id(z);
+        let zone = dev.zone(id);
+        if zone.is_conventional() || dev.is_tl_open(id) {
+            continue;
+        }
+        let offline = zone.state == ZoneState::Offline;
+        let held = zone.start.0 + zone.written;
+        let mut lost = (0..layout.blocks_per_zone)
+            .map(|off| layout.addr(z, off))
+            .filter(|&a| segs.is_valid(a) && (offline || a as u64 - base >= held));
+        let Some(first) = lost.next() else { continue };
+        let lost = 1 + lost.count();
+        let s = segs.owner(first);
+        let ino = st.nat.entries.get(s.nid as usize).map_or(0, |e| e.ino);
+        let why = if offline {
+            "is offline, so they cannot be read".to_string()
+        } else {
+            format!(
+                "holds only {} written blocks ({}), so they read back as zeros: the zone was reset or finished behind the file system",
+                zone.written,
+                zone.state.name()
+            )
+        };
+        problems.push(format!(
+            "zone {} (LBA {:#x}): {lost} blocks the SIT calls valid are lost, the first block {first} of inode {ino} (node {} slot {}); the zone {why}",
+            id.0, zone.start.0, s.nid, s.ofs
+        ));
+    }
+    problems
 }
 
 /// Records that `owner()` points at block `a`; a second owner is a problem.

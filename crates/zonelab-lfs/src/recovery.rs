@@ -8,6 +8,16 @@
 //! node is kept. Each file with recovered nodes is then switched to them: the NAT points at the
 //! recovered nodes, the SIT validates the blocks the new node tree reaches and invalidates what
 //! only the old tree reached, and the inode's directory entry is restored if missing.
+//!
+//! Data a marked node points at may not be on the device: on a drive without power-loss
+//! protection, fsync's data and node writes complete into the drive's volatile cache, and a
+//! cut before fsync's flush can keep the node (its page programmed) and lose the data (its page
+//! still buffered), leaving the zone's write pointer before the data's block. That fsync was
+//! never acknowledged. The newest copy of a node whose data blocks all lie below their zones'
+//! write pointers is recovered instead (an earlier fsync's, which may have been acknowledged);
+//! without one, the newest copy with the lost blocks as holes. Recovering an address past the
+//! write pointer would make it valid where the log continues writing: the next block written
+//! there would take it over.
 
 use crate::dev::Traffic;
 use crate::fs::Fs;
@@ -35,7 +45,8 @@ impl Fs {
             return Ok(false);
         }
         let mut addr = layout.addr(start.zone, start.offset);
-        let mut found: BTreeMap<Nid, (BlkAddr, Node)> = BTreeMap::new();
+        // Every marked copy of each node, oldest first.
+        let mut found: BTreeMap<Nid, Vec<(BlkAddr, Node)>> = BTreeMap::new();
         // Per inode: the place in the log of its last fsynced node, its own block preferred.
         let mut last: BTreeMap<u32, (bool, usize)> = BTreeMap::new();
         let mut seen = BTreeSet::new();
@@ -61,13 +72,14 @@ impl Fs {
                         }
                     })
                     .or_insert(place);
-                found.insert(node.footer.nid, (addr, node));
+                found.entry(node.footer.nid).or_default().push((addr, node));
             }
             addr = next;
         }
         if found.is_empty() {
             return Ok(false);
         }
+        let found = self.durable_copies(found);
         // In the order of the log, as F2FS restores each file's directory entry where its
         // last fsynced inode block lies: a name fsynced for two files since the checkpoint
         // (the first unlinked in between) ends with the second.
@@ -77,6 +89,42 @@ impl Fs {
             self.recover_inode(ino, &found).await?;
         }
         Ok(true)
+    }
+
+    /// For each node, the copy to recover (see the module's doc): the newest whose data blocks
+    /// the device holds, else the newest with the blocks it lost as holes (marked `true`: it
+    /// differs from its block and must be written again).
+    fn durable_copies(
+        &self,
+        found: BTreeMap<Nid, Vec<(BlkAddr, Node)>>,
+    ) -> BTreeMap<Nid, (BlkAddr, Node, bool)> {
+        let st = self.inner.st.borrow();
+        let segs = &st.segs;
+        let held = |a: BlkAddr| {
+            a == NULL_ADDR
+                || segs
+                    .layout
+                    .locate(a)
+                    .is_some_and(|(z, off)| off < segs.wp[z as usize])
+        };
+        found
+            .into_iter()
+            .map(|(nid, mut copies)| {
+                let whole = copies
+                    .iter()
+                    .rposition(|(_, n)| n.addrs.iter().all(|&a| held(a)));
+                let (addr, mut node) = match whole {
+                    Some(i) => copies.swap_remove(i),
+                    None => copies.pop().expect("a node found has a copy"),
+                };
+                let mut holed = false;
+                for a in node.addrs.iter_mut().filter(|a| !held(**a)) {
+                    *a = NULL_ADDR;
+                    holed = true;
+                }
+                (nid, (addr, node, holed))
+            })
+            .collect()
     }
 
     /// The node tree of `ino` as the NAT and node cache describe it now.
@@ -115,14 +163,16 @@ impl Fs {
     async fn recover_inode(
         &self,
         ino: u32,
-        found: &BTreeMap<Nid, (BlkAddr, Node)>,
+        found: &BTreeMap<Nid, (BlkAddr, Node, bool)>,
     ) -> FsResult<()> {
         let old = self.tree_of(ino).await?;
         let t = self.inner.sim.now().0;
         let mut dent = None;
         {
             let mut st = self.inner.st.borrow_mut();
-            for (&nid, (addr, node)) in found.iter().filter(|(_, (_, n))| n.footer.ino == ino) {
+            for (&nid, (addr, node, holed)) in
+                found.iter().filter(|(_, (_, n, _))| n.footer.ino == ino)
+            {
                 if nid as usize >= st.nat.entries.len() {
                     continue;
                 }
@@ -130,7 +180,7 @@ impl Fs {
                 st.nat.free.remove(&nid);
                 st.nat.next_nid = st.nat.next_nid.max(nid + 1);
                 st.cache.drop_node(nid);
-                st.cache.put_node(nid, node.clone(), false);
+                st.cache.put_node(nid, node.clone(), *holed);
                 if nid == ino && node.footer.flags & FLAG_DENT != 0 {
                     let i = node.inode().expect("an inode's own node");
                     dent = Some((i.parent as Ino, i.name.clone(), i.kind));

@@ -527,7 +527,7 @@ async fn check_point(fs: &Fs, t: Nanos, oracle: &Oracle, verbose: bool) -> (Vec<
     let checks = &mut checks;
     let mut problems = Vec::new();
     checks.fsck_runs += 1;
-    match fs.check().await {
+    match fs.check_at_rest().await {
         Ok(p) => problems.extend(p.into_iter().map(|p| format!("fsck: {p}"))),
         Err(e) => problems.push(format!("fsck could not run: {e}")),
     }
