@@ -1035,6 +1035,18 @@ impl Fs {
                 .filter(|&i| z.is_tl_open(layout.zone_id(i)))
                 .collect()
         };
+        // What each zone holds before those finishes plug the TL_opened ones to the end:
+        // roll-forward must not recover blocks past it (see the recovery module).
+        let durable_offsets: Vec<u32> = {
+            let d = inner.dev.stack.device().borrow();
+            let z = d.zoned().expect("mounted on a zoned device");
+            (0..sb.main_zones)
+                .map(|i| {
+                    let zone = z.zone(layout.zone_id(i));
+                    (zone.wp.0 - zone.start.0).min(layout.blocks_per_zone as u64) as u32
+                })
+                .collect()
+        };
         for z in tl_open {
             inner
                 .dev
@@ -1089,7 +1101,7 @@ impl Fs {
                 }
             }
         }
-        let recovered = self.roll_forward(cp).await?;
+        let recovered = self.roll_forward(cp, &durable_offsets).await?;
         // Zones no log continues: emptied ones are reset and free; partly written ones with
         // data are finished, so they hold no active-zone slot (Z-LFS §4.7 finishes them after
         // a crash).

@@ -1389,6 +1389,62 @@ fn fsck_at_rest_finds_data_the_device_lost_and_damaged_superblock_copies() {
     assert!(problems.is_empty(), "{problems:?}");
 }
 
+/// Roll-forward's choice among a node's fsync-marked copies: the newest whose data blocks the
+/// device holds (an address valid at the checkpoint, or below its zone's write pointer as the
+/// device came up), else the newest with the lost blocks as holes, to be written again.
+#[test]
+fn roll_forward_recovers_no_data_block_past_the_write_pointer() {
+    use crate::ondisk::{Footer, NULL_ADDR, Node, NodeBody};
+    use std::collections::BTreeMap;
+    let (sim, stack) = small_device(PayloadMode::Fingerprint);
+    let s = sim.clone();
+    run(&sim, async move {
+        let fs = format(&s, &stack).await;
+        let (layout, zones) = {
+            let st = fs.inner.st.borrow();
+            (
+                st.segs.layout.clone(),
+                st.segs.layout.sb.main_zones as usize,
+            )
+        };
+        // Zone 5 came up written to offset 10; nothing in it is valid at the checkpoint.
+        let mut offsets = vec![0; zones];
+        offsets[5] = 10;
+        let (below, past) = (layout.addr(5, 9), layout.addr(5, 10));
+        let copy = |addrs: Vec<u32>| Node {
+            body: NodeBody::Direct,
+            addrs,
+            footer: Footer {
+                nid: 40,
+                ino: 40,
+                ..Default::default()
+            },
+        };
+        let pick = |copies: Vec<(u32, Node)>| {
+            let found = BTreeMap::from([(40, copies)]);
+            fs.durable_copies(found, &offsets).remove(&40).unwrap()
+        };
+        // The newest copy lost a block: the older, whole one is recovered as it is.
+        let (at, node, holed) = pick(vec![
+            (1000, copy(vec![below, NULL_ADDR])),
+            (1001, copy(vec![below, past])),
+        ]);
+        assert_eq!(
+            (at, node.addrs, holed),
+            (1000, vec![below, NULL_ADDR], false)
+        );
+        // No whole copy: the newest, with the lost block as a hole and marked for rewriting.
+        let (at, node, holed) = pick(vec![(1001, copy(vec![past, below]))]);
+        assert_eq!(
+            (at, node.addrs, holed),
+            (1001, vec![NULL_ADDR, below], true)
+        );
+        // Whole copies: the newest.
+        let (at, _, holed) = pick(vec![(1000, copy(vec![])), (1001, copy(vec![below]))]);
+        assert_eq!((at, holed), (1001, false));
+    });
+}
+
 fn refused(r: Result<Fs, FsError>) -> String {
     match r {
         Ok(_) => panic!("expected an error"),

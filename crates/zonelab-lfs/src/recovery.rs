@@ -13,11 +13,13 @@
 //! protection, fsync's data and node writes complete into the drive's volatile cache, and a
 //! cut before fsync's flush can keep the node (its page programmed) and lose the data (its page
 //! still buffered), leaving the zone's write pointer before the data's block. That fsync was
-//! never acknowledged. The newest copy of a node whose data blocks all lie below their zones'
-//! write pointers is recovered instead (an earlier fsync's, which may have been acknowledged);
-//! without one, the newest copy with the lost blocks as holes. Recovering an address past the
-//! write pointer would make it valid where the log continues writing: the next block written
-//! there would take it over.
+//! never acknowledged. The newest copy of a node whose data blocks the device holds (valid at
+//! the checkpoint, or below their zones' write pointers as the cut left them, before mount
+//! finishes the TL_opened zones) is recovered instead: an earlier fsync's, which may have been
+//! acknowledged; without one, the newest copy with the lost blocks as holes. Recovering an
+//! address past the write pointer would make it valid where the log continues writing (the
+//! next block written there would take it over), or, in a zone mount finishes, where the
+//! device pads.
 
 use crate::dev::Traffic;
 use crate::fs::Fs;
@@ -36,9 +38,14 @@ struct Tree {
 }
 
 impl Fs {
-    /// Follows the warm node log from the checkpoint and applies what fsync made durable.
-    /// Returns whether anything was recovered.
-    pub(crate) async fn roll_forward(&self, cp: &Checkpoint) -> FsResult<bool> {
+    /// Follows the warm node log from the checkpoint and applies what fsync made durable;
+    /// `durable_offsets` holds each main-area zone's write pointer (offset) as the device
+    /// came up. Returns whether anything was recovered.
+    pub(crate) async fn roll_forward(
+        &self,
+        cp: &Checkpoint,
+        durable_offsets: &[u32],
+    ) -> FsResult<bool> {
         let start = cp.cursegs[Temp::WarmNode as usize];
         let layout = self.inner.st.borrow().segs.layout.clone();
         if start.zone >= layout.sb.main_zones || start.offset >= layout.blocks_per_zone {
@@ -79,7 +86,7 @@ impl Fs {
         if found.is_empty() {
             return Ok(false);
         }
-        let found = self.durable_copies(found);
+        let found = self.durable_copies(found, durable_offsets);
         // In the order of the log, as F2FS restores each file's directory entry where its
         // last fsynced inode block lies: a name fsynced for two files since the checkpoint
         // (the first unlinked in between) ends with the second.
@@ -93,19 +100,22 @@ impl Fs {
 
     /// For each node, the copy to recover (see the module's doc): the newest whose data blocks
     /// the device holds, else the newest with the blocks it lost as holes (marked `true`: it
-    /// differs from its block and must be written again).
-    fn durable_copies(
+    /// differs from its block and must be written again). Called before any file is recovered,
+    /// while the SIT is the checkpoint's.
+    pub(crate) fn durable_copies(
         &self,
         found: BTreeMap<Nid, Vec<(BlkAddr, Node)>>,
+        durable_offsets: &[u32],
     ) -> BTreeMap<Nid, (BlkAddr, Node, bool)> {
         let st = self.inner.st.borrow();
         let segs = &st.segs;
         let held = |a: BlkAddr| {
             a == NULL_ADDR
+                || segs.is_valid(a)
                 || segs
                     .layout
                     .locate(a)
-                    .is_some_and(|(z, off)| off < segs.wp[z as usize])
+                    .is_some_and(|(z, off)| off < durable_offsets[z as usize])
         };
         found
             .into_iter()
