@@ -3141,6 +3141,7 @@ async fn read_superblock(dev: &Dev) -> Result<Superblock, String> {
             .and_then(|b| Superblock::decode(&b))
         {
             Ok(s) => return Ok(s),
+            Err(FsError::Corrupt(e)) => why = e,
             Err(e) => why = e.to_string(),
         }
     }

@@ -104,6 +104,9 @@ impl<'a> Dec<'a> {
                 format!("block of {} bytes, expected {BLOCK}", buf.len()),
             ));
         }
+        if buf.iter().all(|&b| b == 0) {
+            return Err(corrupt(what, "blank block (never written)"));
+        }
         let stored = u32::from_le_bytes(buf[BODY..].try_into().expect("4 bytes"));
         if crc32fast::hash(&buf[..BODY]) != stored {
             return Err(corrupt(what, "checksum mismatch"));
@@ -925,6 +928,13 @@ mod tests {
         assert!(Node::decode(&b[..100]).is_err());
         let sb = encode_nat(0, &[]);
         assert!(Node::decode(&sb).is_err(), "wrong magic");
+        // A block never written says so, rather than a checksum mismatch.
+        let e = Superblock::decode(&[0; BLOCK]).unwrap_err().to_string();
+        assert!(e.contains("blank block (never written)"), "{e}");
+        let mut one = vec![0; BLOCK];
+        one[7] = 1;
+        let e = Superblock::decode(&one).unwrap_err().to_string();
+        assert!(e.contains("checksum mismatch"), "{e}");
     }
 
     #[test]
