@@ -556,6 +556,47 @@ pub fn run(
     run_on(jobs, device.shared(), settings)
 }
 
+/// The most I/Os the jobs running at once (one stonewall group) may keep in flight, summed
+/// over their clones: `numjobs` x `iodepth` each. Every one is a simulated thread (about 1 KiB,
+/// with its clone's statistics more), so this bounds a run's memory near 300 MiB; 2^18 is four
+/// times an NVMe I/O queue's 65,536 entries, far deeper than any device's queues serve (the
+/// rest would only wait in the host).
+pub const MAX_IOS_IN_FLIGHT: u64 = 1 << 18;
+
+/// Refuses jobs that would run more than [`MAX_IOS_IN_FLIGHT`] I/Os at once, before anything
+/// is allocated for them.
+fn check_in_flight(jobs: &[JobSpec]) -> Result<(), RunError> {
+    let mut group: Vec<&JobSpec> = Vec::new();
+    let check = |group: &[&JobSpec]| {
+        let total: u64 = group
+            .iter()
+            .map(|j| j.numjobs as u64 * j.iodepth as u64)
+            .sum();
+        if total > MAX_IOS_IN_FLIGHT {
+            let each: Vec<String> = group
+                .iter()
+                .map(|j| format!("'{}' {} x {}", j.name, j.numjobs, j.iodepth))
+                .collect();
+            return Err(RunError {
+                job: group[0].name.clone(),
+                msg: format!(
+                    "numjobs x iodepth of the jobs running together comes to {total} I/Os in flight ({}); the limit is {MAX_IOS_IN_FLIGHT}: lower iodepth or numjobs (or separate jobs with stonewall)",
+                    each.join(", ")
+                ),
+            });
+        }
+        Ok(())
+    };
+    for j in jobs {
+        if j.stonewall && !group.is_empty() {
+            check(&group)?;
+            group.clear();
+        }
+        group.push(j);
+    }
+    check(&group)
+}
+
 /// Checks a job against the device before anything runs.
 fn validate(spec: &JobSpec, dev: &Namespace) -> Result<(), RunError> {
     let err = |msg: String| {
@@ -684,6 +725,7 @@ pub fn run_on(
     for spec in jobs {
         validate(spec, &device.borrow())?;
     }
+    check_in_flight(jobs)?;
     let sim = Sim::new();
     // One host stack per (engine, scheduler) in use, so zone write locks are shared.
     let mut stacks: BTreeMap<(u8, u8), Rc<HostStack<Namespace>>> = BTreeMap::new();
@@ -1110,6 +1152,29 @@ mod tests {
         // 4 MiB at 1 MiB/s takes about four simulated seconds.
         let secs = out.simulated_ns as f64 / 1e9;
         assert!((3.9..4.2).contains(&secs), "{secs}");
+    }
+
+    #[test]
+    fn more_ios_in_flight_than_the_limit_are_refused_before_anything_runs() {
+        // Each job alone is inside its option ranges; together they are too deep.
+        let two = |b_waits: bool| {
+            let mut a = s(&["--rw=write", "--bs=4k", "--size=4m", "--iodepth=65535"]);
+            a.extend(s(&["--name=a", "--numjobs=2", "--name=b", "--numjobs=3"]));
+            if b_waits {
+                a.push("--stonewall".into());
+            }
+            jobs(&a)
+        };
+        let e = match run(&two(false), &profile(), &RunSettings::default()) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("5 x 65535 I/Os in flight ran"),
+        };
+        assert!(
+            e.contains("327675 I/Os in flight") && e.contains("'a' 2 x 65535, 'b' 3 x 65535"),
+            "{e}"
+        );
+        // With b after a (stonewall), each group is within the limit.
+        assert!(check_in_flight(&two(true)).is_ok());
     }
 
     #[test]

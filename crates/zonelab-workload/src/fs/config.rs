@@ -224,6 +224,22 @@ pub fn parse_duration(s: &str) -> Result<Nanos, String> {
         .ok_or_else(|| format!("duration '{s}': use a number with us, ms, s, m or h"))
 }
 
+/// The most simulated threads (connections, jobs) a file-system workload may run: fio's own
+/// ceiling on `numjobs`. Each keeps its state and statistics in memory, so a larger count
+/// would exhaust memory before the run could say so.
+pub const MAX_THREADS: u32 = 4096;
+
+/// A count of simulated threads for `key`: 1 ..= [`MAX_THREADS`].
+pub fn parse_threads(key: &str, s: &str) -> Result<u32, String> {
+    const MAX_THREADS_U64: u64 = MAX_THREADS as u64;
+    match parse_u64(s)? {
+        n @ 1..=MAX_THREADS_U64 => Ok(n as u32),
+        _ => Err(format!(
+            "{key} = {s}: use 1 to {MAX_THREADS} simulated threads"
+        )),
+    }
+}
+
 pub fn parse_u64(s: &str) -> Result<u64, String> {
     s.trim()
         .replace('_', "")

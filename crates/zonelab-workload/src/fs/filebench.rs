@@ -40,8 +40,8 @@
 //! 4 KiB blocks (zero stays zero), since that mode moves whole blocks only.
 
 use super::config::{
-    RunConfig, SizeDist, parse_bytes, parse_duration, parse_f64, parse_share, parse_u64,
-    round_up_blocks,
+    RunConfig, SizeDist, parse_bytes, parse_duration, parse_f64, parse_share, parse_threads,
+    parse_u64, round_up_blocks,
 };
 use super::content::Versions;
 use super::engine::{Ctx, FsWorkloadError, FsWorkloadResult, Halt, Step, fs_err};
@@ -259,10 +259,13 @@ impl FilebenchParams {
                     SizeDist::Fixed(mean)
                 };
             }
-            "nthreads" | "threads" => self.nthreads = parse_u64(value)? as u32,
+            "nthreads" | "threads" => self.nthreads = parse_threads(key, value)?,
             "iosize" => self.iosize = parse_bytes(value)?,
             "meanappendsize" => self.meanappendsize = parse_bytes(value)?,
-            "prealloc" => self.prealloc = parse_u64(value)? as u32,
+            "prealloc" => {
+                self.prealloc = u32::try_from(parse_u64(value)?)
+                    .map_err(|_| "prealloc is a percentage (0..=100)".to_string())?
+            }
             "numactivevids" => self.numactivevids = parse_u64(value)?,
             "numpassivevids" => self.numpassivevids = parse_u64(value)?,
             "readiosize" => self.readiosize = parse_bytes(value)?,

@@ -16,7 +16,9 @@
 //! Every block's version is tracked, so reads check exact contents, overwrites included. `bs`
 //! and `size` are whole multiples of 4 KiB in both payload modes.
 
-use super::config::{BLOCK, RunConfig, parse_bool, parse_bytes, parse_share, parse_u64};
+use super::config::{
+    BLOCK, RunConfig, parse_bool, parse_bytes, parse_share, parse_threads, parse_u64,
+};
 use super::content::Versions;
 use super::engine::{Ctx, FsWorkloadError, FsWorkloadResult, Halt, Step, fs_err};
 use super::report::{FilesetReport, FsReport};
@@ -113,7 +115,7 @@ impl FioFileParams {
                 self.utilization = None;
             }
             "utilization" => self.utilization = Some(parse_share(value)?),
-            "numjobs" | "threads" | "nthreads" => self.numjobs = parse_u64(value)? as u32,
+            "numjobs" | "threads" | "nthreads" => self.numjobs = parse_threads(key, value)?,
             "fsync" => self.fsync = parse_u64(value)?,
             "direct" => self.direct = parse_bool(value)?,
             "prefill" => self.prefill = Some(parse_bool(value)?),

@@ -10,7 +10,8 @@
 //! blocks.
 
 use super::config::{
-    BLOCK, RunConfig, parse_bool, parse_bytes, parse_share, parse_u64, round_up_blocks,
+    BLOCK, RunConfig, parse_bool, parse_bytes, parse_share, parse_threads, parse_u64,
+    round_up_blocks,
 };
 use super::content::Versions;
 use super::engine::{Ctx, FsWorkloadError, FsWorkloadResult, Halt, Step, fs_err};
@@ -73,7 +74,7 @@ impl MdtestParams {
     /// fsync, stat, read, remove.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         match key {
-            "threads" | "nthreads" => self.threads = parse_u64(value)? as u32,
+            "threads" | "nthreads" => self.threads = parse_threads(key, value)?,
             "files_per_thread" | "n" => {
                 self.files_per_thread = parse_u64(value)?;
                 self.utilization = None;

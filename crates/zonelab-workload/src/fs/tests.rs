@@ -1058,3 +1058,21 @@ mod oltp_props {
         }
     }
 }
+
+/// Thread counts are bounded where they are set, before anything is allocated for them (a
+/// million threads used to run for minutes, exhausting memory, before an error); a count
+/// past u32 is refused rather than wrapped.
+#[test]
+fn every_workload_bounds_its_thread_count() {
+    for kind in ["fileserver", "varmail", "mdtest", "fio", "tpcc", "ycsb-a"] {
+        let mut w = FsWorkload::new(kind).unwrap();
+        w.set("threads", "4096").unwrap();
+        for bad in ["0", "4097", "1000000", "4294967297"] {
+            let e = w.set("threads", bad).unwrap_err();
+            assert!(e.contains("use 1 to 4096"), "{kind} threads={bad}: {e}");
+        }
+    }
+    let mut w = FsWorkload::new("fileserver").unwrap();
+    let e = w.set("prealloc", "4294967396").unwrap_err();
+    assert!(e.contains("percentage"), "{e}");
+}

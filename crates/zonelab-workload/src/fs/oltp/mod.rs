@@ -82,7 +82,8 @@ pub mod tpcc;
 pub mod ycsb;
 
 use super::config::{
-    BLOCK, RunConfig, parse_bool, parse_bytes, parse_duration, parse_f64, parse_share, parse_u64,
+    BLOCK, RunConfig, parse_bool, parse_bytes, parse_duration, parse_f64, parse_share,
+    parse_threads, parse_u64,
 };
 use super::content::Versions;
 use super::engine::{Ctx, FsWorkloadError, FsWorkloadResult, Step};
@@ -252,10 +253,7 @@ impl OltpParams {
             }
         };
         match key {
-            "connections" | "threads" | "nthreads" => {
-                self.connections = u32::try_from(pos_u64(value)?)
-                    .map_err(|_| format!("{key} {value} is too large"))?
-            }
+            "connections" | "threads" | "nthreads" => self.connections = parse_threads(key, value)?,
             "db_size" | "dbsize" => {
                 self.db_size = parse_bytes(value)?;
                 self.utilization = None;
