@@ -24,8 +24,8 @@ use zonelab_workload::fio::run::{self, RunSettings};
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Simulated commands per case.
-    #[arg(long, default_value_t = 1_000_000)]
+    /// Simulated commands per case (at least 1).
+    #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one)]
     commands: u64,
     /// Run one case only: `write` (a), `read` (b), or `fileserver` (the paper-scale file-system
     /// run; never run by default).
@@ -45,6 +45,15 @@ pub struct BenchArgs {
 fn jobs(args: &[&str]) -> Result<Vec<options::JobSpec>> {
     let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     Ok(options::parse_cli(&a, &|p| std::fs::read_to_string(p))?.jobs)
+}
+
+/// `--commands`: a whole number of at least 1 (a case of no commands measures nothing).
+fn at_least_one(v: &str) -> Result<u64, String> {
+    match v.parse::<u64>() {
+        Ok(0) => Err("a case needs at least 1 command".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// One measured case: (simulated commands, wall seconds).
@@ -177,7 +186,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         return fileserver_case(&args.fs_set);
     }
     let profile = Profile::load("zn540", &Profile::parse_overrides(&args.set)?)?;
-    let n = args.commands.max(1);
+    let n = args.commands;
     let want = |c: &str| args.case.as_deref().is_none_or(|x| x == c);
     let mut cases = Vec::new();
     if want("write") {

@@ -116,6 +116,10 @@ fn main() -> ExitCode {
 fn profiles(name: Option<String>, set: &[String]) -> anyhow::Result<ExitCode> {
     use zonelab_device::Profile;
     match name {
+        None if !set.is_empty() => anyhow::bail!(
+            "--set overrides a field of the profile printed: name one, e.g. `zonelab profiles zn540 --set {}`",
+            set[0]
+        ),
         None => {
             for (n, _) in zonelab_device::profile::BUILTIN {
                 let p = Profile::load(n, &[])?;

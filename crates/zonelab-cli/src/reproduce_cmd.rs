@@ -323,10 +323,21 @@ impl Progress {
 
 pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
     match a.paper.as_str() {
-        "characterization" if a.zones.is_some() => {
-            bail!("--zones sizes the zns-plus reproduction; characterization runs on the zn540")
+        "characterization" => {
+            // Options of the zns-plus reproduction only: refused rather than ignored.
+            let given = [
+                ("--zones", a.zones.is_some()),
+                ("--jobs", a.jobs.is_some()),
+                ("--seeds", a.seeds.is_some()),
+                ("--only", !a.only.is_empty()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+                bail!(
+                    "{flag} applies to the zns-plus reproduction; characterization runs one benchmark on the zn540 and takes --quick, --out and --seed"
+                );
+            }
+            characterization(&a)
         }
-        "characterization" => characterization(&a),
         "zns-plus" => crate::reproduce_zns_plus::run(&a),
         other => bail!(
             "unknown paper '{other}': use `characterization` (seed 001) or `zns-plus` (seed 000)"

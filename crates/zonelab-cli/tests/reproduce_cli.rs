@@ -217,9 +217,21 @@ fn bad_papers_and_options_are_explained() {
         let e = String::from_utf8_lossy(&o.stderr);
         assert!(e.contains(names), "{e}");
     }
-    let o = zonelab(&["reproduce", "characterization", "--zones", "64"]);
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--zones sizes the zns-plus"));
+    // The zns-plus options are refused by characterization, not ignored.
+    for (flag, value) in [
+        ("--zones", "64"),
+        ("--jobs", "2"),
+        ("--seeds", "2"),
+        ("--only", "fig6"),
+    ] {
+        let o = zonelab(&["reproduce", "characterization", flag, value]);
+        assert!(!o.status.success(), "{flag}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            e.contains(&format!("{flag} applies to the zns-plus reproduction")),
+            "{e}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&out);
 }
 

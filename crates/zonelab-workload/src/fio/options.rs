@@ -630,7 +630,11 @@ fn apply(job: &mut JobSpec, opt: &RawOpt) -> Result<(), OptionError> {
         "offset" => job.offset = size_or_percent(opt, key, value, kb, true)?,
         "offset_increment" => job.offset_increment = size_or_percent(opt, key, value, kb, true)?,
         "group_reporting" => job.group_reporting = flag_value(key)?,
-        "io_size" => job.io_size = Some(size_or_percent(opt, key, value, kb, false)?),
+        // fio reads io_size=0 as unset: the job does `size` of I/O.
+        "io_size" => {
+            job.io_size =
+                Some(size_or_percent(opt, key, value, kb, false)?).filter(|s| *s != Size::Bytes(0))
+        }
         "number_ios" => {
             let n: u64 = int_of(opt, key, value, 0, u64::MAX)?;
             job.number_ios = (n > 0).then_some(n);
@@ -1240,6 +1244,7 @@ mod tests {
         assert_eq!(j.offset, Size::Percent(50.0));
         assert_eq!(j.offset_increment, Size::Bytes(1 << 20));
         assert_eq!(j.io_size, Some(Size::Bytes(2 << 30)));
+        assert_eq!(one(&["--io_size=0"]).unwrap().io_size, None, "as fio: size");
         assert_eq!(
             one(&["--io_limit=4k"]).unwrap().io_size,
             Some(Size::Bytes(4096))

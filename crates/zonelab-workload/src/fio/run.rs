@@ -142,6 +142,14 @@ impl ZoneView {
 }
 
 /// Per-clone state shared by its `iodepth` threads.
+/// What a clone completed during its ramp (see `CloneState::ramp`).
+struct RampStats {
+    read: DirStats,
+    write: DirStats,
+    bw: [BwLog; 2],
+    last_completion: Nanos,
+}
+
 struct CloneState {
     spec: Rc<JobSpec>,
     job: usize,
@@ -169,6 +177,10 @@ struct CloneState {
     write: DirStats,
     /// Completed bytes per interval, [read, write]: fio's bw samples and `write_bw_log`.
     bw: [BwLog; 2],
+    /// The same for I/Os issued during `ramp_time` (kept only when there is one): fio resets
+    /// its statistics when the ramp ends, so a job that ends within its ramp reports all of
+    /// its I/O.
+    ramp: Option<Box<RampStats>>,
     error: Option<String>,
     last_completion: Nanos,
     stop: bool,
@@ -396,6 +408,16 @@ impl CloneState {
                     let t = (done.completed - self.ramp_end).0;
                     self.bw[write as usize].record(t, bytes);
                     self.last_completion = self.last_completion.max(done.completed);
+                } else if let Some(r) = &mut self.ramp {
+                    let (slat, clat) = (done.slat().0, done.clat().0);
+                    if write {
+                        r.write.record(bytes, slat, clat);
+                    } else {
+                        r.read.record(bytes, slat, clat);
+                    }
+                    let t = (done.completed - self.t_start).0;
+                    r.bw[write as usize].record(t, bytes);
+                    r.last_completion = r.last_completion.max(done.completed);
                 }
             }
         }
@@ -902,6 +924,14 @@ fn make_clone(
         read: DirStats::new(),
         write: DirStats::new(),
         bw: [BwLog::new(sample_ms(spec)), BwLog::new(sample_ms(spec))],
+        ramp: (spec.ramp_time_ns > 0).then(|| {
+            Box::new(RampStats {
+                read: DirStats::new(),
+                write: DirStats::new(),
+                bw: [BwLog::new(sample_ms(spec)), BwLog::new(sample_ms(spec))],
+                last_completion: Nanos::ZERO,
+            })
+        }),
         error: None,
         last_completion: now,
         stop: false,
@@ -1020,6 +1050,18 @@ fn sample_ms(spec: &JobSpec) -> u64 {
 
 fn finish_clone(st: Rc<RefCell<CloneState>>) -> CloneResult {
     let mut s = st.borrow_mut();
+    // Nothing was issued after the ramp: the job ended within it, and (as in fio, which
+    // resets its statistics only when the ramp ends) all of its I/O counts.
+    if s.read.ios() + s.write.ios() == 0
+        && let Some(r) = s.ramp.take()
+    {
+        let r = *r;
+        s.read = r.read;
+        s.write = r.write;
+        s.bw = r.bw;
+        s.last_completion = r.last_completion;
+        s.ramp_end = s.t_start;
+    }
     let runtime = s
         .last_completion
         .saturating_sub(s.ramp_end.max(s.t_start))
@@ -1175,6 +1217,32 @@ mod tests {
         );
         // With b after a (stonewall), each group is within the limit.
         assert!(check_in_flight(&two(true)).is_ok());
+    }
+
+    #[test]
+    fn a_job_that_ends_within_its_ramp_reports_all_of_its_io_as_fio_does() {
+        let with_ramp = |ramp: &str| {
+            let j = jobs(&s(&[
+                "--name=w",
+                "--rw=write",
+                "--bs=64k",
+                "--zonemode=zbd",
+                "--size=32m",
+                &format!("--ramp_time={ramp}"),
+            ]));
+            let out = run(&j, &profile(), &RunSettings::default()).unwrap();
+            let c = &out.clones[0];
+            (c.write.bytes(), c.runtime_ns)
+        };
+        let (all, _) = with_ramp("0");
+        assert_eq!(all, 32 << 20);
+        // The ramp outlasts the job: nothing was reset, all of it counts.
+        let (bytes, runtime) = with_ramp("10000h");
+        assert_eq!(bytes, 32 << 20);
+        assert!(runtime > 0);
+        // A ramp that ends mid-job drops what was issued before its end.
+        let (bytes, _) = with_ramp("5ms");
+        assert!(bytes > 0 && bytes < 32 << 20, "{bytes}");
     }
 
     #[test]

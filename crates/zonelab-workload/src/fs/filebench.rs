@@ -132,7 +132,7 @@ pub struct FilebenchParams {
     pub filesize: SizeDist,
     /// Worker threads (`$nthreads`; videoserver readers, plus its one writer).
     pub nthreads: u32,
-    /// Piece size of whole-file reads and writes (`$iosize`).
+    /// Piece size of whole-file reads and writes (`$iosize`); 0: the whole file in one call.
     pub iosize: u64,
     /// Bound of random appends (`$meanappendsize`; appends average half of it).
     pub meanappendsize: u64,
@@ -151,6 +151,16 @@ pub struct FilebenchParams {
     /// videoserver: events per second (`eventgen rate`), each letting readers move 1 MiB;
     /// 0 lifts the limit.
     pub eventrate: u64,
+}
+
+/// A gamma shape (`dirgamma`, `filesizegamma`): positive, or 0 for fixed values at the mean.
+fn parse_gamma(key: &str, value: &str) -> Result<f64, String> {
+    match parse_f64(value)? {
+        g if g >= 0.0 && g.is_finite() => Ok(g),
+        _ => Err(format!(
+            "{key} = {value}: give a positive gamma shape, or 0 for values fixed at the mean"
+        )),
+    }
 }
 
 impl FilebenchParams {
@@ -242,7 +252,7 @@ impl FilebenchParams {
             }
             "utilization" => self.utilization = Some(parse_share(value)?),
             "meandirwidth" | "dirwidth" => self.meandirwidth = parse_u64(value)?,
-            "dirgamma" => self.dirgamma = parse_f64(value)?,
+            "dirgamma" => self.dirgamma = parse_gamma(key, value)?,
             "filesize" | "meanfilesize" => {
                 let n = parse_bytes(value)?;
                 self.filesize = match self.filesize {
@@ -251,7 +261,7 @@ impl FilebenchParams {
                 };
             }
             "filesizegamma" | "sizegamma" => {
-                let shape = parse_f64(value)?;
+                let shape = parse_gamma(key, value)?;
                 let mean = self.filesize.mean();
                 self.filesize = if shape > 0.0 {
                     SizeDist::Gamma { mean, shape }

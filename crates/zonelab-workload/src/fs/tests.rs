@@ -1076,3 +1076,16 @@ fn every_workload_bounds_its_thread_count() {
     let e = w.set("prealloc", "4294967396").unwrap_err();
     assert!(e.contains("percentage"), "{e}");
 }
+
+#[test]
+fn gamma_shapes_must_not_be_negative() {
+    let mut w = FsWorkload::new("fileserver").unwrap();
+    for key in ["dirgamma", "filesizegamma"] {
+        w.set(key, "0").unwrap();
+        w.set(key, "2.5").unwrap();
+        for bad in ["-1", "NaN", "inf"] {
+            let e = w.set(key, bad).unwrap_err();
+            assert!(e.contains("positive gamma shape"), "{key}={bad}: {e}");
+        }
+    }
+}
