@@ -358,13 +358,23 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
                         tl.free_segments.resize(first, fs.free_zones() as u64);
                         tl.mb_per_sec.resize(first, 0.0);
                     }
-                    while !dn.get() {
+                    // Samples in a row in which the file system moved no byte: this task
+                    // alone keeps the simulation going once the workload's tasks all wait on
+                    // one another, so after STALLED of them it ends, and the simulation
+                    // reports the deadlock instead of sampling an idle clock until memory
+                    // runs out.
+                    const STALLED: u32 = 6000; // 10 simulated minutes
+                    let (mut idle, mut moved) = (0u32, 0u64);
+                    while !dn.get() && idle < STALLED {
                         let next = tl.borrow().free_segments.len() as u64 + 1;
                         s2.sleep_until(bucket.times(next)).await;
                         let stats = fs.stats();
                         let t = &stats.traffic;
                         let written =
                             t.user_write + t.node + t.meta + t.checkpoint + t.gc_host_write;
+                        let all = written + t.user_read + t.gc_host_read + t.gc_device_copy;
+                        idle = if all == moved { idle + 1 } else { 0 };
+                        moved = all;
                         let mut tl = tl.borrow_mut();
                         tl.free_segments.push(fs.free_zones() as u64);
                         tl.mb_per_sec.push((written - last) as f64 / 1e6 / 0.1);

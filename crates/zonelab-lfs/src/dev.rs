@@ -309,7 +309,12 @@ impl Dev {
             let shares = (limit != 0).then(|| Semaphore::new(limit as u64));
             let zones = d.zones().zones();
             let zone_lbas = zones.first().map_or(1, |z| z.size);
-            let cap_lbas = zones.first().map_or(1, |z| z.capacity);
+            // The capacity of the sequential zones the logs fill: a conventional zone's is its
+            // size, larger when the sequential zones' capacity is less than theirs.
+            let cap_lbas = zones
+                .iter()
+                .find(|z| !z.is_conventional())
+                .map_or(zone_lbas, |z| z.capacity);
             // Zones already active when the file system attaches hold a share.
             let held: FxHashMap<u64, Rc<ZoneGate>> = match &shares {
                 Some(sem) => zones

@@ -292,6 +292,24 @@ fn overwrites_at_high_utilization_clean_zones_and_keep_data() {
     }
 }
 
+/// Zones whose capacity is less than their size (as the ZN540's 1077 MiB in 2 GiB): segments
+/// cover the capacity, cleaning works the same.
+#[test]
+fn zones_smaller_in_capacity_than_in_size_clean_and_keep_data() {
+    let (sim, stack) = small_device_with(PayloadMode::Fingerprint, &[("zone_size", "4MiB")]);
+    {
+        let d = stack.device().borrow();
+        let z = d.zoned().unwrap().zones().zones()[2].clone();
+        assert!(z.capacity < z.size, "{z:?}");
+    }
+    overwrite_and_clean(
+        sim,
+        Devices::from(stack),
+        PayloadMode::Fingerprint,
+        Box::new(F2fs),
+    );
+}
+
 #[test]
 fn a_large_page_cache_cleans_while_it_writes_back() {
     // The small device's file system (about 76 MiB) under a 64 MiB page cache: a throttled

@@ -438,7 +438,9 @@ pub async fn run<F: FileSystem + 'static>(
     params.validate()?;
     if cfg.run.is_none() {
         return Err(FsWorkloadError::Config(
-            "filebench personalities run for a time or a number of operations: set run".into(),
+            "filebench personalities run for a time or a number of operations: set one in the \
+             experiment's [run] table, duration = \"8s\" or ops = 100000"
+                .into(),
         ));
     }
     let fp = cfg.payload == PayloadMode::Fingerprint;

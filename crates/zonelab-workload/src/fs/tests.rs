@@ -565,7 +565,14 @@ fn filebench_needs_a_run_length_and_a_fileset() {
         small("fileserver"),
         cfg(PayloadMode::Full, 1, None),
     );
-    assert!(matches!(e, Err(FsWorkloadError::Config(_))));
+    let msg = match e {
+        Err(FsWorkloadError::Config(m)) => m,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        msg.contains("[run] table, duration = \"8s\" or ops = "),
+        "{msg}"
+    );
     let sim = Sim::new();
     let fs = memfs(&sim, PayloadMode::Full, 1 << 20, Nanos::ZERO);
     let mut w = small("fileserver");
