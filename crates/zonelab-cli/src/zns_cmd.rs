@@ -533,6 +533,32 @@ fn nvme_error(cmd: &str, s: NvmeStatus) -> ExitCode {
     ExitCode::from(1)
 }
 
+/// [`nvme_error`] for a write or append at `lba`: a write refused in a TL_opened zone gets the
+/// rule of that zone (seed 000 §3.2.2) instead of the sequential-zone hint.
+fn write_error(cmd: &str, s: NvmeStatus, d: &ZonedDevice, lba: u64) -> ExitCode {
+    let tl = d
+        .zones()
+        .zone_of(Lba(lba))
+        .ok()
+        .filter(|&z| d.is_tl_open(z));
+    match tl {
+        Some(z) if s == NvmeStatus::ZoneInvalidWrite => {
+            let zone = d.zone(z);
+            let append = if cmd == "zone-append" {
+                "; a zone append lands at the write pointer, so it is refused while a valid block is there (write past it with `zonelab zns write`)"
+            } else {
+                ""
+            };
+            eprintln!(
+                "zonelab: {cmd}: {s}: zone {:#x} is TL_opened (threaded logging): writes go at or after its write pointer ({:#x}) to blocks that were not valid at TL_open, and the device plugs the valid blocks the write pointer passes{append}",
+                zone.start.0, zone.wp.0
+            );
+            ExitCode::from(1)
+        }
+        _ => nvme_error(cmd, s),
+    }
+}
+
 /// Outcome of one command on an image: saves it (clock at the completion) if it succeeded.
 /// Returns the latency, or the error status.
 fn finish(
@@ -888,7 +914,7 @@ fn write(a: WriteArgs) -> Result<ExitCode> {
             println!("latency: {latency}");
             Ok(ExitCode::SUCCESS)
         }
-        Err(s) => Ok(nvme_error("write", s)),
+        Err(s) => Ok(write_error("write", s, &img.device, a.slba)),
     }
 }
 
@@ -906,7 +932,7 @@ fn zone_append(a: AppendArgs) -> Result<ExitCode> {
             println!("latency: {latency}");
             Ok(ExitCode::SUCCESS)
         }
-        Err(s) => Ok(nvme_error("zone-append", s)),
+        Err(s) => Ok(write_error("zone-append", s, &img.device, a.zslba)),
     }
 }
 

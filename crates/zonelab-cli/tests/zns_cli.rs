@@ -677,10 +677,25 @@ fn znsplus_commands_copy_plug_and_refuse_bad_ranges() {
     assert!(o.contains("valid blocks:32 of 64"), "{o}");
     let new = blocks(4, 9);
     let d2 = data_file(&dir, "new.bin", &new);
-    nvme_fails(
+    let e = nvme_fails(
         &img,
         &["zns", "write", s, "-s", "8", "-d", &d2],
         "Zone Invalid Write",
+    );
+    assert!(
+        e.contains("zone 0x0 is TL_opened") && e.contains("not valid at TL_open"),
+        "{e}"
+    );
+    // An append lands at the write pointer, on a valid block: refused, with the TL rule.
+    let one = data_file(&dir, "one.bin", &blocks(1, 3));
+    let e = nvme_fails(
+        &img,
+        &["zns", "zone-append", s, "-s", "0", "-d", &one],
+        "Zone Invalid Write",
+    );
+    assert!(
+        e.contains("zone append lands at the write pointer") && !e.contains("use zone append"),
+        "{e}"
     );
     ok(&["zns", "write", s, "-s", "40", "-d", &d2]);
     ok(&["zns", "close-zone", s, "-s", "0"]);

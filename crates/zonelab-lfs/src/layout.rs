@@ -105,7 +105,7 @@ pub fn plan(dev: DeviceShape, opts: FormatOptions, fingerprint: bool) -> FsResul
             .find(|&k| dev.zone_capacity.is_multiple_of(k) && sit_fits(dev.zone_capacity / k))
             .unwrap_or(dev.zone_capacity);
         return inv(format!(
-            "segments of {blocks_per_seg} blocks are too large for the SIT (a segment's valid bitmap must fit a 4 KiB block): use more segments per zone, e.g. --segs-per-zone {fit} (fs.segs_per_zone = {fit} in an experiment)"
+            "segments of {blocks_per_seg} blocks are too large for the SIT (a segment's valid bitmap must fit a 4 KiB block): use more segments per zone, e.g. `zonelab mkfs --segs-per-zone {fit}` (fs.segs_per_zone = {fit} in an experiment), or zones of smaller capacity"
         ));
     }
     let segments = main_zones as u64 * opts.segs_per_zone as u64;
