@@ -44,7 +44,7 @@ pub struct BenchArgs {
 
 fn jobs(args: &[&str]) -> Result<Vec<options::JobSpec>> {
     let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    Ok(options::parse_cli(&a, &|p| std::fs::read_to_string(p))?.jobs)
+    Ok(options::parse_cli(&a, &|p| zonelab_device::profile::read_text(p))?.jobs)
 }
 
 /// `--commands`: a whole number of at least 1 (a case of no commands measures nothing).

@@ -11,6 +11,7 @@ use zonelab_lfs::fs::{FsOptions, HostModel};
 use zonelab_lfs::layout::{DeviceShape, FormatOptions, plan};
 use zonelab_lfs::policy::{self, Policy};
 use zonelab_sim::Nanos;
+use zonelab_workload::fs::config::parse_duration as run_time;
 use zonelab_workload::fs::{FsWorkload, Preset, RunConfig, RunLength};
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -174,7 +175,8 @@ pub struct WorkloadCfg {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunCfg {
-    /// Simulated time excluded from the figures.
+    /// Simulated time excluded from the figures. The run's times read as fio's do: a bare
+    /// number is seconds, with us, ms, s, m, h or d.
     pub warmup: Option<String>,
     /// Zones the file system must reclaim (clean by any method, or reopen for threaded
     /// logging) after `warmup` before the measured
@@ -398,7 +400,7 @@ pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Pla
             .map_err(|e| anyhow!("fs.utilization: {e}"))?;
     }
     let warmup = match &exp.run.warmup {
-        Some(s) => parse_duration(s).map_err(|e| anyhow!("run.warmup: {e}"))?,
+        Some(s) => run_time(s).map_err(|e| anyhow!("run.warmup: {e}"))?,
         None => Nanos::ZERO,
     };
     let warmup_cleaned = exp.run.warmup_cleaned;
@@ -407,13 +409,13 @@ pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Pla
         None => None,
     };
     let warmup_limit = match &exp.run.warmup_limit {
-        Some(s) => parse_duration(s).map_err(|e| anyhow!("run.warmup_limit: {e}"))?,
+        Some(s) => run_time(s).map_err(|e| anyhow!("run.warmup_limit: {e}"))?,
         None => Nanos::from_secs(600),
     };
     let length = match (&exp.run.duration, exp.run.ops) {
         (Some(_), Some(_)) => bail!("run: give duration or ops, not both"),
         (Some(d), None) => {
-            let t = parse_duration(d).map_err(|e| anyhow!("run.duration: {e}"))?;
+            let t = run_time(d).map_err(|e| anyhow!("run.duration: {e}"))?;
             if t == Nanos::ZERO {
                 bail!("run.duration: {d} measures nothing; give a positive time, e.g. \"8s\"");
             }

@@ -34,7 +34,7 @@ pub fn run(args: &[String]) -> Result<ExitCode> {
             ExitCode::SUCCESS
         });
     }
-    let parsed = options::parse_cli(args, &|p| std::fs::read_to_string(p))?;
+    let parsed = options::parse_cli(args, &|p| zonelab_device::profile::read_text(p))?;
     let profile_name = parsed
         .profile
         .clone()

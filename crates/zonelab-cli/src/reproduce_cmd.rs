@@ -257,7 +257,7 @@ fn fmt_num(v: f64) -> String {
 
 /// Runs fio jobs given as fio command-line options on `profile`.
 fn fio(profile: &Profile, args: &[String]) -> Result<RunOutput> {
-    let parsed = options::parse_cli(args, &|p| std::fs::read_to_string(p))?;
+    let parsed = options::parse_cli(args, &|p| zonelab_device::profile::read_text(p))?;
     let settings = RunSettings {
         payload: PayloadMode::Fingerprint,
         seed: 1,

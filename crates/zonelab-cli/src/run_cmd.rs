@@ -173,7 +173,7 @@ fn mean(v: impl Iterator<Item = u64>) -> u64 {
 }
 
 pub fn run(a: RunArgs) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(&a.experiment)
+    let text = zonelab_device::profile::read_text(&a.experiment)
         .with_context(|| format!("cannot read experiment {}", a.experiment.display()))?;
     let o = execute(&text, &a.experiment.display().to_string(), &a.set)?;
     let json = serde_json::to_string_pretty(&o.result)?;

@@ -134,7 +134,7 @@ fn bad_experiments_are_explained() {
     .unwrap();
     let no_duration = by_ops.to_str().unwrap();
     // The arguments after `run`, and what the error must say.
-    let cases: [(&[&str], &str); 17] = [
+    let cases: [(&[&str], &str); 18] = [
         (
             &[exp, "-o", out, "--set", "fs.policy=nonsense"],
             "unknown policy",
@@ -205,7 +205,12 @@ fn bad_experiments_are_explained() {
         // A workload's own error is not reported as the device's.
         (
             &[exp, "--set", "workload.threads=0"],
-            "error: invalid workload parameters: nthreads must be at least 1",
+            "error: threads = 0: use 1 to 4096 simulated threads",
+        ),
+        // The run's times read as fio's: minutes and hours too.
+        (
+            &[exp, "--set", "run.warmup=\"10x\""],
+            "run.warmup: duration '10x': use a number with us, ms, s, m or h",
         ),
     ];
     for (args, says) in cases {

@@ -405,7 +405,7 @@ impl Profile {
                 if !name_or_path.ends_with(".toml") && !p.exists() {
                     return Err(ProfileError::Unknown(name_or_path.to_string()));
                 }
-                let t = std::fs::read_to_string(p).map_err(|err| ProfileError::Io {
+                let t = read_text(p).map_err(|err| ProfileError::Io {
                     path: name_or_path.to_string(),
                     err,
                 })?;
@@ -421,27 +421,30 @@ impl Profile {
         source_name: &str,
         overrides: &[(String, String)],
     ) -> Result<Profile, ProfileError> {
-        let mut table: toml::Table =
-            text.parse()
-                .map_err(|e: toml::de::Error| ProfileError::Parse {
-                    source_name: source_name.to_string(),
-                    msg: e.message().to_string(),
-                })?;
+        // toml's full message: the line and column, and the line itself with the key.
+        let in_text = |e: toml::de::Error| ProfileError::Parse {
+            source_name: source_name.to_string(),
+            msg: e.to_string().trim_end().to_string(),
+        };
+        let mut table: toml::Table = text.parse().map_err(in_text)?;
         for (k, v) in overrides {
             apply_override(&mut table, k, v)?;
         }
-        let profile: Profile =
-            Profile::deserialize(toml::Value::Table(table)).map_err(|e| ProfileError::Parse {
-                // A value the profile cannot take may come from an override: name them.
-                source_name: if overrides.is_empty() {
-                    source_name.to_string()
-                } else {
-                    let sets: Vec<String> =
-                        overrides.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                    format!("{source_name} with {}", sets.join(", "))
+        let profile: Profile = Profile::deserialize(toml::Value::Table(table)).map_err(|e| {
+            // The text alone fails too: its error points at the line.
+            if let Err(e) = toml::from_str::<Profile>(text) {
+                return in_text(e);
+            }
+            // Then it is a value from an override: name them.
+            let sets: Vec<String> = overrides.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            ProfileError::Parse {
+                source_name: match sets.is_empty() {
+                    true => source_name.to_string(),
+                    false => format!("{source_name} with {}", sets.join(", ")),
                 },
                 msg: e.message().to_string(),
-            })?;
+            }
+        })?;
         profile.validate()?;
         Ok(profile)
     }
@@ -1028,6 +1031,22 @@ fn apply_override(table: &mut toml::Table, key: &str, value: &str) -> Result<(),
     }
 }
 
+/// Reads a text file (a profile, an experiment, a fio job file): what `read_to_string` does,
+/// but a file that is not UTF-8 says so, and where, instead of "stream did not contain valid
+/// UTF-8".
+pub fn read_text(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
+    let bytes = std::fs::read(path)?;
+    String::from_utf8(bytes).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "not UTF-8 text (invalid byte at offset {}); it must be a text file",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1228,6 +1247,49 @@ mod tests {
             let back: Stored = v.try_into().unwrap();
             assert_eq!(back.profile, profile, "{name}");
         }
+    }
+
+    #[test]
+    fn errors_in_a_profile_file_point_at_their_line() {
+        let text = Profile::load("zn540", &[]).unwrap().to_toml();
+        // A value of the wrong type, and a syntax error, each at a known line.
+        let at = text
+            .lines()
+            .position(|l| l.starts_with("channels"))
+            .unwrap()
+            + 1;
+        let wrong = text.replacen("channels = ", "channels = \"x\" #", 1);
+        let e = Profile::from_toml(&wrong, "t.toml", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("line {at},")) && e.contains("channels = \"x\""),
+            "{e}"
+        );
+        let broken = format!("{text}[geometry\n");
+        let e = Profile::from_toml(&broken, "t.toml", &[])
+            .unwrap_err()
+            .to_string();
+        let last = broken.lines().count();
+        assert!(e.contains(&format!("line {last},")), "{e}");
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_says_so() {
+        let p = std::env::temp_dir().join(format!("zonelab-nonutf8-{}.toml", std::process::id()));
+        std::fs::write(&p, b"zones = 4\n\xff\xfe").unwrap();
+        let e = read_text(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("not UTF-8 text (invalid byte at offset 10)"),
+            "{e}"
+        );
+        let e = Profile::load(p.to_str().unwrap(), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not UTF-8"), "{e}");
+        std::fs::write(&p, "zones = 4\n").unwrap();
+        assert_eq!(read_text(&p).unwrap(), "zones = 4\n");
+        std::fs::remove_file(&p).ok();
     }
 
     #[test]
