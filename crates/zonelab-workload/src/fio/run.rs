@@ -141,7 +141,6 @@ impl ZoneView {
     }
 }
 
-/// Per-clone state shared by its `iodepth` threads.
 /// What a clone completed during its ramp (see `CloneState::ramp`).
 struct RampStats {
     read: DirStats,
@@ -150,6 +149,7 @@ struct RampStats {
     last_completion: Nanos,
 }
 
+/// Per-clone state shared by its `iodepth` threads.
 struct CloneState {
     spec: Rc<JobSpec>,
     job: usize,

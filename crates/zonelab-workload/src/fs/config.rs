@@ -224,9 +224,9 @@ pub fn parse_duration(s: &str) -> Result<Nanos, String> {
         .ok_or_else(|| format!("duration '{s}': use a number with us, ms, s, m or h"))
 }
 
-/// The most simulated threads (connections, jobs) a file-system workload may run: fio's own
-/// ceiling on `numjobs`. Each keeps its state and statistics in memory, so a larger count
-/// would exhaust memory before the run could say so.
+/// The most simulated threads (connections, jobs) a file-system workload may run, the same
+/// ceiling `zonelab fio` puts on `numjobs`. Each keeps its state and statistics in memory, so
+/// a larger count would exhaust memory before the run could say so.
 pub const MAX_THREADS: u32 = 4096;
 
 /// A count of simulated threads for `key`: 1 ..= [`MAX_THREADS`].
