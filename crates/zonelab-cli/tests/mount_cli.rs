@@ -360,6 +360,14 @@ fn tar_round_trips_a_source_tree() {
     let o = zonelab(&["fsck", l]);
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
     assert!(text(&o).contains("read back as zeros"), "{}", text(&o));
+    // Mounting it works, with a warning before it serves.
+    let m = mount(&lost, &mp, "none");
+    let log = fs::read_to_string(lost.with_extension("mount-none.log")).unwrap();
+    assert!(
+        log.contains("warning") && log.contains("read back as zeros"),
+        "{log}"
+    );
+    m.umount();
 }
 
 #[test]

@@ -291,6 +291,14 @@ pub fn mount(a: MountArgs) -> Result<ExitCode> {
     };
     let fs = serve::drive(&sim, Fs::mount(sim.clone(), stacks.devices(), opts, policy))?
         .map_err(|e| anyhow!("cannot mount {}: {e}", a.image.display()))?;
+    // Data the device no longer holds reads as zeros, silently: say so before serving.
+    for p in zonelab_lfs::fsck::check_zones_hold_valid_blocks(&fs) {
+        eprintln!(
+            "zonelab: warning: {}: {p}; check it with `zonelab fsck {}` after unmounting",
+            a.image.display(),
+            a.image.display()
+        );
+    }
 
     let mounted_at = sim.now();
     let report = {
