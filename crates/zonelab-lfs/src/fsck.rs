@@ -203,7 +203,7 @@ pub async fn check_at_rest(fs: &Fs) -> FsResult<Vec<String>> {
         match read {
             Ok(s) if s == sb => {}
             Ok(_) => problems.push(format!(
-                "superblock copy {copy} differs from the one mounted: the copies must be equal (reformat with mkfs after saving the files)"
+                "superblock copy {copy} differs from the one mounted: the copies must be equal (there is no repair: save the files, then `zonelab mkfs --force`)"
             )),
             Err(e) => problems.push(format!(
                 "superblock copy {copy} is damaged ({e}); the file system mounts from the other copy, but has no spare left"
