@@ -252,6 +252,10 @@ fn bad_options_are_named_and_fail() {
             ][..],
             "region of clone 1",
         ),
+        (
+            &["--rw=write", "--numjobs=4096", "--name=b", "--rw=write"][..],
+            "the jobs come to 4097 clones (numjobs: 'a' 4096, 'b' 1)",
+        ),
     ] {
         let o = zonelab(&[&["fio", "--profile=zn540", "--name=a"][..], args].concat());
         assert!(!o.status.success(), "{args:?}");

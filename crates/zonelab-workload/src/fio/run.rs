@@ -619,6 +619,32 @@ fn check_in_flight(jobs: &[JobSpec]) -> Result<(), RunError> {
     check(&group)
 }
 
+/// The most job clones one run may have, summed over its jobs (`numjobs` each): fio's own
+/// limit (its `REAL_MAX_JOBS`; fio 3.33 stops with "maximum number of jobs reached" before any
+/// job starts). Every clone keeps its statistics, latency histograms of up to about 1 MiB for
+/// a job that reads and writes, until the report, whatever its stonewall group, so this also
+/// bounds that memory to a few GiB ([`MAX_IOS_IN_FLIGHT`] bounds the simulated threads).
+pub const MAX_JOBS: u64 = 4096;
+
+/// Refuses a run of more than [`MAX_JOBS`] clones, before anything is allocated for them.
+fn check_job_count(jobs: &[JobSpec]) -> Result<(), RunError> {
+    let total: u64 = jobs.iter().map(|j| j.numjobs as u64).sum();
+    if total <= MAX_JOBS {
+        return Ok(());
+    }
+    let each: Vec<String> = jobs
+        .iter()
+        .map(|j| format!("'{}' {}", j.name, j.numjobs))
+        .collect();
+    Err(RunError {
+        job: jobs[0].name.clone(),
+        msg: format!(
+            "the jobs come to {total} clones (numjobs: {}); fio's limit, and ZoneLab's, is {MAX_JOBS} in one run: lower numjobs, or split the jobs over several runs",
+            each.join(", ")
+        ),
+    })
+}
+
 /// Checks a job against the device before anything runs.
 fn validate(spec: &JobSpec, dev: &Namespace) -> Result<(), RunError> {
     let err = |msg: String| {
@@ -747,6 +773,7 @@ pub fn run_on(
     for spec in jobs {
         validate(spec, &device.borrow())?;
     }
+    check_job_count(jobs)?;
     check_in_flight(jobs)?;
     let sim = Sim::new();
     // One host stack per (engine, scheduler) in use, so zone write locks are shared.
@@ -1217,6 +1244,35 @@ mod tests {
         );
         // With b after a (stonewall), each group is within the limit.
         assert!(check_in_flight(&two(true)).is_ok());
+    }
+
+    #[test]
+    fn more_clones_than_fios_job_limit_are_refused_before_anything_runs() {
+        // Each numjobs is inside its range (1..=4096); together the run has 4097 clones, which
+        // kept about 1 MiB of statistics each until the report.
+        let clones = |b: &str| {
+            jobs(&s(&[
+                "--rw=write",
+                "--bs=4k",
+                "--size=4m",
+                "--name=a",
+                "--numjobs=4096",
+                "--name=b",
+                "--stonewall",
+                &format!("--numjobs={b}"),
+            ]))
+        };
+        let e = match run(&clones("1"), &profile(), &RunSettings::default()) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("4097 clones ran"),
+        };
+        assert!(
+            e.contains("4097 clones (numjobs: 'a' 4096, 'b' 1)") && e.contains("lower numjobs"),
+            "{e}"
+        );
+        // Stonewall groups do not help: every clone's statistics last until the report.
+        assert!(check_job_count(&clones("1")).is_err());
+        assert!(check_job_count(&jobs(&s(&["--name=a", "--rw=read", "--numjobs=4096"]))).is_ok());
     }
 
     #[test]
