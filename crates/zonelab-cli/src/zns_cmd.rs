@@ -545,7 +545,7 @@ fn write_error(cmd: &str, s: NvmeStatus, d: &ZonedDevice, lba: u64) -> ExitCode 
         Some(z) if s == NvmeStatus::ZoneInvalidWrite => {
             let zone = d.zone(z);
             let append = if cmd == "zone-append" {
-                "; a zone append lands at the write pointer, so it is refused while a valid block is there (write past it with `zonelab zns write`)"
+                "; a zone append lands at the write pointer, so it is refused when any block it would cover from there was valid at TL_open (append fewer blocks, only up to the next valid one, or write past it with `zonelab zns write`)"
             } else {
                 ""
             };

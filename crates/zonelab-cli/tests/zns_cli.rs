@@ -694,7 +694,9 @@ fn znsplus_commands_copy_plug_and_refuse_bad_ranges() {
         "Zone Invalid Write",
     );
     assert!(
-        e.contains("zone append lands at the write pointer") && !e.contains("use zone append"),
+        e.contains("zone append lands at the write pointer")
+            && e.contains("any block it would cover from there was valid at TL_open")
+            && !e.contains("use zone append"),
         "{e}"
     );
     ok(&["zns", "write", s, "-s", "40", "-d", &d2]);
