@@ -3134,18 +3134,19 @@ impl Fs {
 /// The first intact superblock copy (mount reads copy 0, then copy 1), or why neither is.
 async fn read_superblock(dev: &Dev) -> Result<Superblock, String> {
     let mut why = String::new();
-    for a in [0, 1] {
-        match dev
-            .read_meta(a, Traffic::Meta)
-            .await
-            .and_then(|b| Superblock::decode(&b))
-        {
+    for copy in [0, 1] {
+        match superblock_copy(dev, copy).await {
             Ok(s) => return Ok(s),
             Err(FsError::Corrupt(e)) => why = e,
             Err(e) => why = e.to_string(),
         }
     }
     Err(why)
+}
+
+/// Superblock copy `copy` (0 or 1, at blocks 0 and 1), decoded.
+pub(crate) async fn superblock_copy(dev: &Dev, copy: u64) -> FsResult<Superblock> {
+    Superblock::decode(&dev.read_meta(copy, Traffic::Meta).await?)
 }
 
 /// Which child pointer of a node the tree walk follows.

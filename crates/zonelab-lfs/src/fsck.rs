@@ -9,9 +9,8 @@
 //! that both superblock copies are intact and that every valid block is data the zoned device
 //! still holds.
 
-use crate::dev::Traffic;
-use crate::fs::Fs;
-use crate::ondisk::{NULL_ADDR, Nid, NodeBody, Superblock};
+use crate::fs::{Fs, superblock_copy};
+use crate::ondisk::{NULL_ADDR, Nid, NodeBody};
 use crate::vfs::{FileKind, FileSystem, FsResult, Ino, ROOT_INO};
 use std::collections::{BTreeMap, BTreeSet};
 use zonelab_device::ZoneState;
@@ -194,13 +193,7 @@ pub async fn check_at_rest(fs: &Fs) -> FsResult<Vec<String>> {
     let mut problems = check_zones_hold_valid_blocks(fs);
     let sb = fs.inner.st.borrow().segs.layout.sb.clone();
     for copy in [0u64, 1] {
-        let read = fs
-            .inner
-            .dev
-            .read_meta(copy, Traffic::Meta)
-            .await
-            .and_then(|b| Superblock::decode(&b));
-        match read {
+        match superblock_copy(&fs.inner.dev, copy).await {
             Ok(s) if s == sb => {}
             Ok(_) => problems.push(format!(
                 "superblock copy {copy} differs from the one mounted: the copies must be equal (there is no repair: save the files, then `zonelab mkfs --force`)"

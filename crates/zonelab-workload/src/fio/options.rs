@@ -625,7 +625,7 @@ fn apply(job: &mut JobSpec, opt: &RawOpt) -> Result<(), OptionError> {
             })?;
         }
         "iodepth" => job.iodepth = int_of(opt, key, value, 1, 65_535)?,
-        "numjobs" => job.numjobs = int_of(opt, key, value, 1, 4096)?,
+        "numjobs" => job.numjobs = int_of(opt, key, value, 1, super::run::MAX_JOBS)?,
         "size" => job.size = Some(size_or_percent(opt, key, value, kb, false)?),
         "offset" => job.offset = size_or_percent(opt, key, value, kb, true)?,
         "offset_increment" => job.offset_increment = size_or_percent(opt, key, value, kb, true)?,

@@ -141,12 +141,39 @@ impl ZoneView {
     }
 }
 
-/// What a clone completed during its ramp (see `CloneState::ramp`).
-struct RampStats {
+/// What a clone completed in a stretch of time starting at `start`: after its ramp (what it
+/// reports), or during it.
+struct Window {
+    start: Nanos,
     read: DirStats,
     write: DirStats,
+    /// Completed bytes per interval since `start`, [read, write]: fio's bw samples and
+    /// `write_bw_log`.
     bw: [BwLog; 2],
     last_completion: Nanos,
+}
+
+impl Window {
+    fn new(spec: &JobSpec, start: Nanos) -> Window {
+        Window {
+            start,
+            read: DirStats::new(),
+            write: DirStats::new(),
+            bw: [BwLog::new(sample_ms(spec)), BwLog::new(sample_ms(spec))],
+            last_completion: start,
+        }
+    }
+
+    fn record(&mut self, write: bool, bytes: u64, done: &IoDone) {
+        let (slat, clat) = (done.slat().0, done.clat().0);
+        if write {
+            self.write.record(bytes, slat, clat);
+        } else {
+            self.read.record(bytes, slat, clat);
+        }
+        self.bw[write as usize].record((done.completed - self.start).0, bytes);
+        self.last_completion = self.last_completion.max(done.completed);
+    }
 }
 
 /// Per-clone state shared by its `iodepth` threads.
@@ -169,20 +196,16 @@ struct CloneState {
     issued_ios: u64,
     byte_limit: Option<u64>,
     io_limit: Option<u64>,
-    t_start: Nanos,
     ramp_end: Nanos,
     t_end: Option<Nanos>,
     rate_next: [Nanos; 2],
-    read: DirStats,
-    write: DirStats,
-    /// Completed bytes per interval, [read, write]: fio's bw samples and `write_bw_log`.
-    bw: [BwLog; 2],
+    /// I/Os issued from the end of the ramp on.
+    measured: Window,
     /// The same for I/Os issued during `ramp_time` (kept only when there is one): fio resets
     /// its statistics when the ramp ends, so a job that ends within its ramp reports all of
     /// its I/O.
-    ramp: Option<Box<RampStats>>,
+    ramp: Option<Box<Window>>,
     error: Option<String>,
-    last_completion: Nanos,
     stop: bool,
     zone_resets: u64,
     fp_counter: u64,
@@ -399,25 +422,9 @@ impl CloneState {
             }
             Ok(_) => {
                 if done.issued >= self.ramp_end {
-                    let (slat, clat) = (done.slat().0, done.clat().0);
-                    if write {
-                        self.write.record(bytes, slat, clat);
-                    } else {
-                        self.read.record(bytes, slat, clat);
-                    }
-                    let t = (done.completed - self.ramp_end).0;
-                    self.bw[write as usize].record(t, bytes);
-                    self.last_completion = self.last_completion.max(done.completed);
+                    self.measured.record(write, bytes, done);
                 } else if let Some(r) = &mut self.ramp {
-                    let (slat, clat) = (done.slat().0, done.clat().0);
-                    if write {
-                        r.write.record(bytes, slat, clat);
-                    } else {
-                        r.read.record(bytes, slat, clat);
-                    }
-                    let t = (done.completed - self.t_start).0;
-                    r.bw[write as usize].record(t, bytes);
-                    r.last_completion = r.last_completion.max(done.completed);
+                    r.record(write, bytes, done);
                 }
             }
         }
@@ -944,23 +951,12 @@ fn make_clone(
         issued_ios: 0,
         byte_limit,
         io_limit: spec.number_ios.filter(|&n| n > 0),
-        t_start: now,
         ramp_end,
         t_end,
         rate_next: [now, now],
-        read: DirStats::new(),
-        write: DirStats::new(),
-        bw: [BwLog::new(sample_ms(spec)), BwLog::new(sample_ms(spec))],
-        ramp: (spec.ramp_time_ns > 0).then(|| {
-            Box::new(RampStats {
-                read: DirStats::new(),
-                write: DirStats::new(),
-                bw: [BwLog::new(sample_ms(spec)), BwLog::new(sample_ms(spec))],
-                last_completion: Nanos::ZERO,
-            })
-        }),
+        measured: Window::new(spec, ramp_end),
+        ramp: (spec.ramp_time_ns > 0).then(|| Box::new(Window::new(spec, now))),
         error: None,
-        last_completion: now,
         stop: false,
         zone_resets: 0,
         fp_counter: 0,
@@ -1079,25 +1075,18 @@ fn finish_clone(st: Rc<RefCell<CloneState>>) -> CloneResult {
     let mut s = st.borrow_mut();
     // Nothing was issued after the ramp: the job ended within it, and (as in fio, which
     // resets its statistics only when the ramp ends) all of its I/O counts.
-    if s.read.ios() + s.write.ios() == 0
+    if s.measured.read.ios() + s.measured.write.ios() == 0
         && let Some(r) = s.ramp.take()
     {
-        let r = *r;
-        s.read = r.read;
-        s.write = r.write;
-        s.bw = r.bw;
-        s.last_completion = r.last_completion;
-        s.ramp_end = s.t_start;
+        s.measured = *r;
     }
-    let runtime = s
-        .last_completion
-        .saturating_sub(s.ramp_end.max(s.t_start))
-        .0;
+    let w = &mut s.measured;
+    let runtime = w.last_completion.saturating_sub(w.start).0;
     let end = runtime;
-    let mut read = std::mem::take(&mut s.read);
-    let mut write = std::mem::take(&mut s.write);
-    s.bw[0].feed_samples(&mut read, end);
-    s.bw[1].feed_samples(&mut write, end);
+    let mut read = std::mem::take(&mut w.read);
+    let mut write = std::mem::take(&mut w.write);
+    w.bw[0].feed_samples(&mut read, end);
+    w.bw[1].feed_samples(&mut write, end);
     let bw_log = s.spec.write_bw_log.as_ref().map(|prefix| {
         // fio's bw log: one line per interval and direction, in time order.
         let mut rows: Vec<(u64, u8, u64, u64)> = Vec::new();
@@ -1109,7 +1098,7 @@ fn finish_clone(st: Rc<RefCell<CloneState>>) -> CloneResult {
             };
             if wanted {
                 rows.extend(
-                    s.bw[dir as usize]
+                    s.measured.bw[dir as usize]
                         .rows()
                         .into_iter()
                         .map(|(t, v)| (t, dir, v, bs)),

@@ -224,10 +224,10 @@ pub fn parse_duration(s: &str) -> Result<Nanos, String> {
         .ok_or_else(|| format!("duration '{s}': use a number with us, ms, s, m or h"))
 }
 
-/// The most simulated threads (connections, jobs) a file-system workload may run, the same
-/// ceiling `zonelab fio` puts on `numjobs`. Each keeps its state and statistics in memory, so
-/// a larger count would exhaust memory before the run could say so.
-pub const MAX_THREADS: u32 = 4096;
+/// The most simulated threads (connections, jobs) a file-system workload may run: the ceiling
+/// `zonelab fio` puts on its job clones. Each keeps its state and statistics in memory, so a
+/// larger count would exhaust memory before the run could say so.
+pub const MAX_THREADS: u32 = crate::fio::run::MAX_JOBS as u32;
 
 /// A count of simulated threads for `key`: 1 ..= [`MAX_THREADS`].
 pub fn parse_threads(key: &str, s: &str) -> Result<u32, String> {
