@@ -11,6 +11,7 @@
 
 mod divisor;
 mod executor;
+mod race;
 mod rng;
 pub mod sync;
 mod time;
@@ -18,5 +19,6 @@ mod timers;
 
 pub use divisor::Divisor;
 pub use executor::{JoinHandle, Sim, SimStats};
+pub use race::{Race, Raced, race};
 pub use rng::SimRng;
 pub use time::Nanos;

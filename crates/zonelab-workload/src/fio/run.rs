@@ -17,7 +17,8 @@ use zonelab_device::{
     HostStack, IoCmd, IoDone, IoEngine, IoScheduler, Lba, Namespace, OwnedData, PayloadMode,
     Profile, ZoneAction, ZoneState,
 };
-use zonelab_sim::{Divisor, Nanos, Sim, SimRng};
+use zonelab_sim::sync::Notify;
+use zonelab_sim::{Divisor, Nanos, Raced, Sim, SimRng, race};
 
 /// How to run a set of jobs.
 #[derive(Clone, Debug)]
@@ -90,6 +91,9 @@ struct ZoneView {
     in_flight: Vec<u32>,
     open: Vec<u32>,
     max_open: usize,
+    /// Notified when a thread waiting for a zone may now find one: a zone leaves or joins
+    /// the open set, or a zone's last write in flight completes (it may be reset then).
+    changed: Notify,
 }
 
 impl ZoneView {
@@ -103,6 +107,7 @@ impl ZoneView {
                 in_flight: Vec::new(),
                 open: Vec::new(),
                 max_open,
+                changed: Notify::new(),
             };
         };
         let zs = zoned.zones();
@@ -125,6 +130,7 @@ impl ZoneView {
             wp,
             open,
             max_open,
+            changed: Notify::new(),
         }
     }
     fn is_full(&self, z: u32) -> bool {
@@ -134,10 +140,15 @@ impl ZoneView {
     fn mark_open(&mut self, z: u32) {
         if !self.open.contains(&z) {
             self.open.push(z);
+            self.changed.notify_all();
         }
     }
     fn mark_closed(&mut self, z: u32) {
+        let before = self.open.len();
         self.open.retain(|&o| o != z);
+        if self.open.len() != before {
+            self.changed.notify_all();
+        }
     }
 }
 
@@ -209,9 +220,6 @@ struct CloneState {
     stop: bool,
     zone_resets: u64,
     fp_counter: u64,
-    /// Consecutive times a thread found no zone it may write; bounded so jobs that can never
-    /// get an open zone fail instead of spinning forever.
-    waits: u64,
     /// Per-command constants of the job, worked out once: [read, write].
     nlb: [u64; 2],
     /// `nlb` as divisors (slots of a zone's written part).
@@ -224,8 +232,9 @@ struct CloneState {
     rate_limited: bool,
 }
 
-/// Simulated microseconds a thread may wait for an open zone before the job fails.
-const MAX_ZONE_WAITS: u64 = 1_000_000;
+/// How long a thread may wait in a row for a zone it may write before the job fails, so
+/// jobs that can never get an open zone fail instead of waiting forever.
+const MAX_ZONE_WAIT: Nanos = Nanos(1_000_000_000);
 
 /// One planned I/O.
 enum Planned {
@@ -401,8 +410,12 @@ impl CloneState {
     ) {
         if let Some(z) = zone {
             view.in_flight[z as usize] -= 1;
-            if write && view.is_full(z) && view.in_flight[z as usize] == 0 {
-                view.mark_closed(z);
+            if view.in_flight[z as usize] == 0 {
+                if write && view.is_full(z) {
+                    view.mark_closed(z);
+                }
+                // A thread waiting to reset this full zone may go on.
+                view.changed.notify_all();
             }
         }
         match done.status {
@@ -960,7 +973,6 @@ fn make_clone(
         stop: false,
         zone_resets: 0,
         fp_counter: 0,
-        waits: 0,
         spec: spec.clone(),
         job,
         clone,
@@ -998,28 +1010,31 @@ async fn worker(
     stack: Rc<HostStack<Namespace>>,
     view: Rc<RefCell<ZoneView>>,
 ) {
+    // While the thread waits for a zone: when it must give up (kept across its waits, so one
+    // timer serves them all).
+    let mut give_up = None;
     loop {
         let now = sim.now();
         let planned = st.borrow_mut().plan(now, &mut view.borrow_mut());
+        if !matches!(planned, Planned::Wait) {
+            give_up = None;
+        }
         match planned {
             Planned::Done => return,
             Planned::Wait => {
-                // Another thread holds what we need; let it progress.
-                let gave_up = {
-                    let mut s = st.borrow_mut();
-                    s.waits += 1;
-                    if s.waits > MAX_ZONE_WAITS {
-                        let limit = view.borrow().max_open;
-                        s.error = Some(format!(
-                            "no zone could be opened for 1 simulated second: all {limit} open zones (max_open_zones) are held by other jobs; raise max_open_zones (device limit permitting) or run fewer concurrent zone writers"
-                        ));
-                    }
-                    s.error.is_some()
-                };
-                if gave_up {
+                // Another thread holds what we need: wait until the zones change.
+                let give_up = give_up.get_or_insert_with(|| sim.sleep_until(now + MAX_ZONE_WAIT));
+                if st.borrow().error.is_some() {
                     return;
                 }
-                sim.sleep(Nanos::from_us(1)).await;
+                let changed = view.borrow().changed.notified();
+                if let Raced::Second(()) = race(changed, &mut *give_up).await {
+                    let limit = view.borrow().max_open;
+                    st.borrow_mut().error = Some(format!(
+                        "no zone could be opened for 1 simulated second: all {limit} open zones (max_open_zones) are held by other jobs; raise max_open_zones (device limit permitting) or run fewer concurrent zone writers"
+                    ));
+                    return;
+                }
             }
             Planned::Reset { zone } => {
                 let zs = view.borrow().zone_size;
@@ -1171,6 +1186,66 @@ mod tests {
         // 64 MiB = two zones; the third 32 MiB wraps to the first zone after a reset.
         assert_eq!(c.zone_resets, 1);
         assert_eq!(out.device.borrow().counters().zone_resets, 1);
+    }
+
+    /// With one open zone allowed, a writer waits for the zone another job holds: it goes on
+    /// the moment that zone fills and closes, and gives up after a simulated second in a row
+    /// when the holder finishes leaving the zone open.
+    #[test]
+    fn a_writer_waiting_for_an_open_zone_wakes_when_one_closes_or_gives_up_after_a_second() {
+        let two = |a_bytes: &str| {
+            jobs(&s(&[
+                "--rw=write",
+                "--bs=64k",
+                "--zonemode=zbd",
+                "--max_open_zones=1",
+                "--size=32m",
+                "--name=a",
+                &format!("--io_size={a_bytes}"),
+                "--name=b",
+                "--offset=32m",
+                "--io_size=4m",
+            ]))
+        };
+        let out = run(&two("32m"), &profile(), &RunSettings::default()).unwrap();
+        let (a, b) = (&out.clones[0], &out.clones[1]);
+        assert!(
+            a.error.is_none() && b.error.is_none(),
+            "{:?} {:?}",
+            a.error,
+            b.error
+        );
+        assert_eq!(b.write.bytes(), 4 << 20);
+        // b's first write waited for a's last: b took a's time and then its own alone.
+        let b_alone = jobs(&s(&[
+            "--name=b",
+            "--rw=write",
+            "--bs=64k",
+            "--zonemode=zbd",
+            "--max_open_zones=1",
+            "--size=32m",
+            "--offset=32m",
+            "--io_size=4m",
+        ]));
+        let alone = run(&b_alone, &profile(), &RunSettings::default()).unwrap();
+        let waited = b.runtime_ns - alone.clones[0].runtime_ns;
+        assert!(
+            waited.abs_diff(a.runtime_ns) < 1_000_000,
+            "b waited {waited} ns, a ran {} ns",
+            a.runtime_ns
+        );
+
+        let out = run(&two("4m"), &profile(), &RunSettings::default()).unwrap();
+        let (a, b) = (&out.clones[0], &out.clones[1]);
+        assert!(a.error.is_none(), "{:?}", a.error);
+        let e = b.error.as_deref().unwrap_or_default();
+        assert!(
+            e.contains("no zone could be opened for 1 simulated second"),
+            "{e}"
+        );
+        assert_eq!(b.write.ios(), 0);
+        let secs = out.simulated_ns as f64 / 1e9;
+        assert!((1.0..1.1).contains(&secs), "{secs}");
     }
 
     #[test]
