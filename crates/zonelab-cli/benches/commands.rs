@@ -1,5 +1,6 @@
-//! Criterion benchmark of simulated commands per wall-clock second on the zn540 profile (the
-//! same two cases as `zonelab bench`, with fewer commands per iteration).
+//! Criterion benchmark of simulated commands per wall-clock second on the zn540 profile: the
+//! same two cases as `zonelab bench`, with fewer commands per iteration, and many fio writers
+//! contending for open zones.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::cell::RefCell;
@@ -68,6 +69,28 @@ fn bench(c: &mut Criterion) {
     ]));
     g.bench_function("qd32-4k-randread-16zones", |b| {
         b.iter(|| run::run_on(&read, filled.clone(), &settings).expect("run"))
+    });
+    g.finish();
+
+    // Many writers sharing a few zones under the open-zone limit: most threads wait for a zone
+    // at any moment, so this measures what waiting costs (it used to poll every microsecond).
+    const WRITERS: u64 = 1024;
+    const PER_WRITER: u64 = 8 << 20;
+    const BS: u64 = 64 << 10;
+    let mut g = c.benchmark_group("zn540-contended");
+    g.throughput(Throughput::Elements(WRITERS * PER_WRITER / BS));
+    g.sample_size(10);
+    let shared = jobs(&args(&[
+        "--name=w",
+        "--rw=write",
+        &format!("--bs={BS}"),
+        "--zonemode=zbd",
+        &format!("--numjobs={WRITERS}"),
+        &format!("--size={}", 8 * zone),
+        &format!("--io_size={PER_WRITER}"),
+    ]));
+    g.bench_function("1024-writers-64k-8zones", |b| {
+        b.iter(|| run::run_on(&shared, device(), &settings).expect("run"))
     });
     g.finish();
 }
