@@ -8,9 +8,9 @@
 //!
 //! Scale. The paper's file system is 16 GiB (512 zones of 32 MiB on 16 chips) and its
 //! workloads run for minutes; here the file system is `zones` zones of 32 MiB at 16 chips
-//! (full: 128 zones, 4 GiB; `--quick`: 32 zones, 1 GiB), the host's page cache is 1 MiB per
-//! zone (as experiments/*-small.toml: 64 MiB for 64 zones) and ZNS+'s periodic-checkpoint
-//! threshold θ_PI is the paper's 128 MiB scaled by the file system's size (128 MiB per 16 GiB).
+//! (full: 128 zones, 4 GiB; `--quick`: 32 zones, 1 GiB), the host's page cache is the paper's
+//! guest scaled the same way ([`page_cache_mib`]: 4 MiB per zone, half of it for OLTP) and
+//! ZNS+'s periodic-checkpoint threshold θ_PI is the paper's 128 MiB scaled by the file system's size (128 MiB per 16 GiB).
 //! The file system keeps the spare space mkfs.f2fs gives the paper's (its cleaning reserve and
 //! overprovision, [`spare_zones`]) as the same share of its zones.
 //! Workloads fill 90% of the file system (Table 3's utilization) and run a short warm-up and
