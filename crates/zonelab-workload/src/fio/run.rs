@@ -94,6 +94,12 @@ struct ZoneView {
     /// Notified when a thread waiting for a zone may now find one: a zone leaves or joins
     /// the open set, or a zone's last write in flight completes (it may be reset then).
     changed: Notify,
+    /// Threads of the running group that are not parked on `changed` nor finished: those
+    /// that can still change the zones (a thread with I/O in flight is one of them), and
+    /// those woken to look again.
+    running: usize,
+    /// Set when no thread can change the zones any more while some wait for one: they give up.
+    stuck: bool,
 }
 
 impl ZoneView {
@@ -108,6 +114,8 @@ impl ZoneView {
                 open: Vec::new(),
                 max_open,
                 changed: Notify::new(),
+                running: 0,
+                stuck: false,
             };
         };
         let zs = zoned.zones();
@@ -131,6 +139,8 @@ impl ZoneView {
             open,
             max_open,
             changed: Notify::new(),
+            running: 0,
+            stuck: false,
         }
     }
     fn is_full(&self, z: u32) -> bool {
@@ -140,14 +150,28 @@ impl ZoneView {
     fn mark_open(&mut self, z: u32) {
         if !self.open.contains(&z) {
             self.open.push(z);
-            self.changed.notify_all();
+            self.wake_waiters();
         }
     }
     fn mark_closed(&mut self, z: u32) {
         let before = self.open.len();
         self.open.retain(|&o| o != z);
         if self.open.len() != before {
-            self.changed.notify_all();
+            self.wake_waiters();
+        }
+    }
+    /// Wakes the threads waiting for a zone; they count as running until they wait again.
+    fn wake_waiters(&mut self) {
+        self.running += self.changed.waiters();
+        self.changed.notify_all();
+    }
+    /// A thread stops running: it finished, or it waits for a zone. When it was the last
+    /// that could change the zones, nothing will: the waiting threads give up.
+    fn leave(&mut self) {
+        self.running -= 1;
+        if self.running == 0 && self.changed.waiters() > 0 {
+            self.stuck = true;
+            self.wake_waiters();
         }
     }
 }
@@ -231,10 +255,6 @@ struct CloneState {
     /// Whether `rate` or `rate_iops` limits any direction.
     rate_limited: bool,
 }
-
-/// How long a thread may wait in a row for a zone it may write before the job fails, so
-/// jobs that can never get an open zone fail instead of waiting forever.
-const MAX_ZONE_WAIT: Nanos = Nanos(1_000_000_000);
 
 /// One planned I/O.
 enum Planned {
@@ -415,7 +435,7 @@ impl CloneState {
                     view.mark_closed(z);
                 }
                 // A thread waiting to reset this full zone may go on.
-                view.changed.notify_all();
+                view.wake_waiters();
             }
         }
         match done.status {
@@ -856,6 +876,13 @@ pub fn run_on(
                         let st = Rc::new(RefCell::new(st));
                         let mut workers = Vec::new();
                         for _ in 0..spec.iodepth {
+                            {
+                                // The group's threads all count as running from the start,
+                                // and nothing is stuck for a new group.
+                                let mut v = view.borrow_mut();
+                                v.running += 1;
+                                v.stuck = false;
+                            }
                             workers.push(s.spawn(worker(
                                 s.clone(),
                                 st.clone(),
@@ -1004,36 +1031,59 @@ fn rate_gate(st: &mut CloneState, dir: usize, bytes: u64, now: Nanos) -> Nanos {
     at
 }
 
+/// One simulated thread of a clone (one of its `iodepth`), counted in the view's `running`
+/// from its spawn; it leaves the count when it ends.
 async fn worker(
     sim: Sim,
     st: Rc<RefCell<CloneState>>,
     stack: Rc<HostStack<Namespace>>,
     view: Rc<RefCell<ZoneView>>,
 ) {
-    // While the thread waits for a zone: when it must give up (kept across its waits, so one
-    // timer serves them all).
-    let mut give_up = None;
+    run_thread(&sim, &st, &stack, &view).await;
+    view.borrow_mut().leave();
+}
+
+async fn run_thread(
+    sim: &Sim,
+    st: &Rc<RefCell<CloneState>>,
+    stack: &Rc<HostStack<Namespace>>,
+    view: &Rc<RefCell<ZoneView>>,
+) {
     loop {
         let now = sim.now();
         let planned = st.borrow_mut().plan(now, &mut view.borrow_mut());
-        if !matches!(planned, Planned::Wait) {
-            give_up = None;
-        }
         match planned {
             Planned::Done => return,
             Planned::Wait => {
-                // Another thread holds what we need: wait until the zones change.
-                let give_up = give_up.get_or_insert_with(|| sim.sleep_until(now + MAX_ZONE_WAIT));
-                if st.borrow().error.is_some() {
-                    return;
-                }
-                let changed = view.borrow().changed.notified();
-                if let Raced::Second(()) = race(changed, &mut *give_up).await {
-                    let limit = view.borrow().max_open;
-                    st.borrow_mut().error = Some(format!(
-                        "no zone could be opened for 1 simulated second: all {limit} open zones (max_open_zones) are held by other jobs; raise max_open_zones (device limit permitting) or run fewer concurrent zone writers"
-                    ));
-                    return;
+                // Another thread holds what we need: wait until the zones change, or the job's
+                // time is up. As fio's zbd_convert_to_write_zone, which waits while any I/O is
+                // in flight, the thread gives up once no other thread can change the zones:
+                // every open zone is held by a job that has finished or that waits as well.
+                let changed = {
+                    let mut v = view.borrow_mut();
+                    if v.stuck || v.running == 1 {
+                        v.stuck = true;
+                        let limit = v.max_open;
+                        drop(v);
+                        st.borrow_mut().error.get_or_insert_with(|| {
+                            format!(
+                                "no zone could be opened: all {limit} open zones (max_open_zones) are held by jobs that have finished or wait as well (fio ends such a job early); raise max_open_zones (device limit permitting), let each job fill the zones it opens (size and io_size a multiple of the zone capacity), or run fewer concurrent zone writers"
+                            )
+                        });
+                        return;
+                    }
+                    v.leave();
+                    v.changed.notified()
+                };
+                let t_end = st.borrow().t_end;
+                match t_end {
+                    Some(end) => {
+                        if let Raced::Second(()) = race(changed, sim.sleep_until(end)).await {
+                            // Time is up (the next plan says so); it runs again.
+                            view.borrow_mut().running += 1;
+                        }
+                    }
+                    None => changed.await,
                 }
             }
             Planned::Reset { zone } => {
@@ -1188,64 +1238,54 @@ mod tests {
         assert_eq!(out.device.borrow().counters().zone_resets, 1);
     }
 
-    /// With one open zone allowed, a writer waits for the zone another job holds: it goes on
-    /// the moment that zone fills and closes, and gives up after a simulated second in a row
-    /// when the holder finishes leaving the zone open.
-    #[test]
-    fn a_writer_waiting_for_an_open_zone_wakes_when_one_closes_or_gives_up_after_a_second() {
-        let two = |a_bytes: &str| {
-            jobs(&s(&[
-                "--rw=write",
-                "--bs=64k",
-                "--zonemode=zbd",
-                "--max_open_zones=1",
-                "--size=32m",
-                "--name=a",
-                &format!("--io_size={a_bytes}"),
-                "--name=b",
-                "--offset=32m",
-                "--io_size=4m",
-            ]))
-        };
-        let out = run(&two("32m"), &profile(), &RunSettings::default()).unwrap();
-        let (a, b) = (&out.clones[0], &out.clones[1]);
-        assert!(
-            a.error.is_none() && b.error.is_none(),
-            "{:?} {:?}",
-            a.error,
-            b.error
-        );
-        assert_eq!(b.write.bytes(), 4 << 20);
-        // b's first write waited for a's last: b took a's time and then its own alone.
-        let b_alone = jobs(&s(&[
-            "--name=b",
+    /// Jobs `--name=j0 ..` that each write `zone_bytes` into a zone of their own, one open zone
+    /// allowed.
+    fn one_zone_each(writers: usize, zone_bytes: &str) -> Vec<JobSpec> {
+        let mut a = s(&[
             "--rw=write",
             "--bs=64k",
             "--zonemode=zbd",
             "--max_open_zones=1",
             "--size=32m",
-            "--offset=32m",
-            "--io_size=4m",
-        ]));
-        let alone = run(&b_alone, &profile(), &RunSettings::default()).unwrap();
-        let waited = b.runtime_ns - alone.clones[0].runtime_ns;
-        assert!(
-            waited.abs_diff(a.runtime_ns) < 1_000_000,
-            "b waited {waited} ns, a ran {} ns",
-            a.runtime_ns
-        );
+        ]);
+        for w in 0..writers {
+            a.push(format!("--name=j{w}"));
+            a.push(format!("--offset={}m", 32 * w));
+            a.push(format!("--io_size={zone_bytes}"));
+        }
+        jobs(&a)
+    }
 
-        let out = run(&two("4m"), &profile(), &RunSettings::default()).unwrap();
-        let (a, b) = (&out.clones[0], &out.clones[1]);
-        assert!(a.error.is_none(), "{:?}", a.error);
-        let e = b.error.as_deref().unwrap_or_default();
-        assert!(
-            e.contains("no zone could be opened for 1 simulated second"),
-            "{e}"
-        );
-        assert_eq!(b.write.ios(), 0);
-        let secs = out.simulated_ns as f64 / 1e9;
-        assert!((1.0..1.1).contains(&secs), "{secs}");
+    /// With one open zone allowed, writers take turns: each waits for the zone before it to
+    /// fill and close, and goes on the moment it does, however long the queue (six zones
+    /// take about 1.5 simulated s here; a one-second bound on waiting used to fail the last).
+    #[test]
+    fn writers_waiting_for_an_open_zone_take_turns_as_zones_close() {
+        let alone = run(
+            &one_zone_each(1, "32m"),
+            &profile(),
+            &RunSettings::default(),
+        )
+        .unwrap();
+        let one = alone.clones[0].runtime_ns;
+        let out = run(
+            &one_zone_each(6, "32m"),
+            &profile(),
+            &RunSettings::default(),
+        )
+        .unwrap();
+        for (i, c) in out.clones.iter().enumerate() {
+            assert!(c.error.is_none(), "writer {i}: {:?}", c.error);
+            assert_eq!(c.write.bytes(), 32 << 20);
+            // Writer i waited for the i zones before its own, then wrote its zone.
+            let expected = (i as u64 + 1) * one;
+            assert!(
+                c.runtime_ns.abs_diff(expected) < 1_000_000 * (i as u64 + 1),
+                "writer {i}: {} ns, expected about {expected}",
+                c.runtime_ns
+            );
+        }
+        assert!(out.simulated_ns > 1_000_000_000);
     }
 
     #[test]
@@ -1382,7 +1422,16 @@ mod tests {
         let out = run(&j, &profile(), &RunSettings::default()).unwrap();
         let errors: Vec<_> = out.clones.iter().filter_map(|c| c.error.as_ref()).collect();
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(errors[0].contains("max_open_zones"));
+        assert!(errors[0].contains("max_open_zones") && errors[0].contains("finished"));
+        // b gives up as a finishes (as fio ends such a job once no I/O is in flight), not
+        // after a timeout.
+        let a = &out.clones[0];
+        assert!(
+            out.simulated_ns <= a.runtime_ns + 1_000,
+            "{} {}",
+            out.simulated_ns,
+            a.runtime_ns
+        );
     }
 
     proptest! {
