@@ -1452,8 +1452,11 @@ mod tests {
             offset_mb in 0u64..300,
             ios in 1u64..400,
             seed in 0u64..1000,
+            max_open in 0u32..4,
+            second in prop::sample::select(vec!["", "--name=q", "--name=q --stonewall"]),
         ) {
-            let mut a = s(&["--name=p"]);
+            // Options before the first --name apply to every job.
+            let mut a = Vec::new();
             a.push(format!("--rw={rw}"));
             a.push(format!("--bs={bs}"));
             a.push(format!("--iodepth={iodepth}"));
@@ -1466,6 +1469,9 @@ mod tests {
             a.push(format!("--ioscheduler={sched}"));
             if zbd { a.push("--zonemode=zbd".into()); }
             if append { a.push("--zone_append=1".into()); }
+            if max_open > 0 { a.push(format!("--max_open_zones={max_open}")); }
+            a.push("--name=p".into());
+            a.extend(second.split_whitespace().map(String::from));
             let Ok(parsed) = parse_cli(&a, &|_| Err(std::io::Error::other("no files"))) else { return Ok(()); };
             let r1 = run(&parsed.jobs, &profile(), &RunSettings::default());
             let r2 = run(&parsed.jobs, &profile(), &RunSettings::default());
