@@ -104,36 +104,29 @@ struct ZoneView {
 
 impl ZoneView {
     fn from_device(dev: &Namespace, max_open: usize) -> ZoneView {
-        let Some(zoned) = dev.zoned() else {
+        let (zone_size, capacity, wp, open) = match dev.zoned() {
             // No zones: the view is never consulted (validate refuses zoned options).
-            return ZoneView {
-                zone_size: dev.total_lbas().max(1),
-                capacity: 0,
-                wp: Vec::new(),
-                in_flight: Vec::new(),
-                open: Vec::new(),
-                max_open,
-                changed: Notify::new(),
-                running: 0,
-                stuck: false,
-            };
-        };
-        let zs = zoned.zones();
-        let g = zs.geometry();
-        let mut wp = Vec::with_capacity(g.zones as usize);
-        let mut open = Vec::new();
-        for z in zs.zones() {
-            wp.push(match z.state {
-                ZoneState::Full => z.capacity,
-                _ => z.wp.0 - z.start.0,
-            });
-            if z.state.is_active() {
-                open.push(z.id.0);
+            None => (dev.total_lbas().max(1), 0, Vec::new(), Vec::new()),
+            Some(zoned) => {
+                let zs = zoned.zones();
+                let g = zs.geometry();
+                let mut wp = Vec::with_capacity(g.zones as usize);
+                let mut open = Vec::new();
+                for z in zs.zones() {
+                    wp.push(match z.state {
+                        ZoneState::Full => z.capacity,
+                        _ => z.wp.0 - z.start.0,
+                    });
+                    if z.state.is_active() {
+                        open.push(z.id.0);
+                    }
+                }
+                (g.zone_size, g.zone_capacity, wp, open)
             }
-        }
+        };
         ZoneView {
-            zone_size: g.zone_size,
-            capacity: g.zone_capacity,
+            zone_size,
+            capacity,
             in_flight: vec![0; wp.len()],
             wp,
             open,
