@@ -86,10 +86,10 @@ fn bench(c: &mut Criterion) {
         &format!("--bs={BS}"),
         "--zonemode=zbd",
         &format!("--numjobs={WRITERS}"),
-        &format!("--size={}", 8 * zone),
+        &format!("--size={}", 4 * zone),
         &format!("--io_size={PER_WRITER}"),
     ]));
-    g.bench_function("1024-writers-64k-8zones", |b| {
+    g.bench_function("1024-writers-64k-4zones", |b| {
         b.iter(|| run::run_on(&shared, device(), &settings).expect("run"))
     });
     g.finish();
