@@ -1,14 +1,8 @@
 //! End-to-end tests of `zonelab crashtest`: a small mix run over a few hundred crash points,
 //! rerunning one point, and the errors a user can cause.
 
-use std::process::Command;
-
-fn zonelab(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_zonelab"))
-        .args(args)
-        .output()
-        .expect("run zonelab")
-}
+mod common;
+use common::zonelab;
 
 /// Runs a crashtest that must succeed; its JSON report and the raw stdout.
 fn report(args: &[&str]) -> (serde_json::Value, String) {

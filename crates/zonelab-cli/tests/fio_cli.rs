@@ -1,20 +1,7 @@
 //! End-to-end tests of `zonelab fio`: they run the built binary as a user would.
 
-use std::process::{Command, Output};
-
-fn zonelab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_zonelab"))
-        .args(args)
-        .output()
-        .expect("run zonelab")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{stderr, stdout, zonelab};
 
 /// A small zn540 so each run takes milliseconds.
 const SMALL: &[&str] = &["--profile=zn540", "--set", "zones=16"];

@@ -3,12 +3,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn zonelab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_zonelab"))
-        .args(args)
-        .output()
-        .expect("run zonelab")
-}
+mod common;
+use common::zonelab;
 
 fn temp(name: &str) -> PathBuf {
     let p = std::env::temp_dir().join(format!("zonelab-fs-{}-{name}", std::process::id()));

@@ -1,18 +1,8 @@
 //! End-to-end tests of `zonelab profiles` and `zonelab bench` on input that means nothing:
 //! refused with a reason and a non-zero exit, not ignored.
 
-use std::process::{Command, Output};
-
-fn zonelab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_zonelab"))
-        .args(args)
-        .output()
-        .expect("run zonelab")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod common;
+use common::{stderr, zonelab};
 
 #[test]
 fn profiles_lists_prints_and_refuses_overrides_without_a_profile() {

@@ -8,22 +8,13 @@
 //! them with `cargo test -p zonelab-cli --test zbench_cli -- --ignored` while calibrating.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
 use std::sync::OnceLock;
 use zonelab_device::Profile;
 use zonelab_workload::zbench::measurements::{self, ComparisonRow, Measurements};
 use zonelab_workload::zbench::{self, ZbenchOptions, ZbenchReport};
 
-fn zonelab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_zonelab"))
-        .args(args)
-        .output()
-        .expect("run zonelab")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+mod common;
+use common::{stdout, zonelab};
 
 /// A zn540 of 16 zones of 8 MiB with 8 pages per block: a quick run takes well under a second.
 const SMALL: &[&str] = &[

@@ -427,7 +427,7 @@ impl CloneState {
                 if write && view.is_full(z) {
                     view.mark_closed(z);
                 }
-                // A thread waiting to reset this full zone may go on.
+                // Waiters look again: one waiting to reset this zone, when full, may go on.
                 view.wake_waiters();
             }
         }
