@@ -94,6 +94,11 @@ pub struct HostCfg {
     /// `zonelab_lfs::fs::HostModel::write_page`), e.g. "8us"; not modelled when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_page: Option<String>,
+    /// How many times the page cache's inactive list its active list may hold (Linux's
+    /// inactive_ratio, at least 1); absent: Linux's for `dram`, sqrt(10 x GiB), 1 under 1 GiB.
+    /// A scaled-down model of a larger host gives the larger host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inactive_ratio: Option<u32>,
 }
 
 fn mq_deadline() -> IoScheduler {
@@ -114,6 +119,7 @@ impl Default for HostCfg {
             dram: two_gib(),
             scheduler: mq_deadline(),
             write_page: None,
+            inactive_ratio: None,
         }
     }
 }
@@ -437,6 +443,12 @@ pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Pla
     if exp.host.cores == 0 {
         bail!("host.cores: the host needs at least 1 core");
     }
+    if exp.host.inactive_ratio == Some(0) {
+        bail!(
+            "host.inactive_ratio: 0 would keep no page active; give at least 1, or leave it \
+             out for Linux's ratio for host.dram"
+        );
+    }
     let write_page = match &exp.host.write_page {
         Some(t) => parse_duration(t).map_err(|e| {
             anyhow!("host.write_page: {e} (the CPU time per page written back, e.g. \"8us\")")
@@ -450,6 +462,7 @@ pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Pla
             ..Default::default()
         },
         cache_bytes,
+        inactive_ratio: exp.host.inactive_ratio,
         reserved_zones: exp.fs.reserved_zones,
         overprovision_zones: exp.fs.overprovision_zones,
         ..Default::default()

@@ -9,7 +9,8 @@
 //! Scale. The paper's file system is 16 GiB (512 zones of 32 MiB on 16 chips) and its
 //! workloads run for minutes; here the file system is `zones` zones of 32 MiB at 16 chips
 //! (full: 128 zones, 4 GiB; `--quick`: 32 zones, 1 GiB), the host's page cache is the paper's
-//! guest scaled the same way ([`page_cache_mib`]: 4 MiB per zone, half of it for OLTP) and
+//! guest scaled the same way ([`page_cache_mib`]: 4 MiB per zone, half of it for OLTP, keeping
+//! the guest's share of it active: [`inactive_ratio`]) and
 //! ZNS+'s periodic-checkpoint threshold θ_PI is the paper's 128 MiB scaled by the file system's size (128 MiB per 16 GiB).
 //! The file system keeps the spare space mkfs.f2fs gives the paper's (its cleaning reserve and
 //! overprovision, [`spare_zones`]) as the same share of its zones.
@@ -95,7 +96,7 @@ impl Scale {
     /// of the capacity. (Checkpoints then come as much more often per byte written, since the
     /// device keeps the paper's speed; the θ_PI sweep shows what each choice costs.)
     fn theta_mib(&self, paper_mb: u32) -> u32 {
-        (paper_mb * self.zones / 512).max(1)
+        (paper_mb * self.zones / PAPER_ZONES).max(1)
     }
 
     /// The runs of the full reproduction, or of `--quick`; `zones` overrides their size.
@@ -214,16 +215,30 @@ impl Scheme {
     }
 }
 
-/// The page cache of workload `kind`, scaled with the file system from the paper's guest: 2 GB
-/// of DRAM beside the 16 GB file system (§4), 4 MiB per 32 MiB zone; the OLTP runs leave half
-/// of it to MySQL's 1 GB buffer pool (Table 3), which the workload holds itself.
-fn page_cache_mib(kind: &str, sc: &Scale) -> u32 {
-    let guest = 4 * sc.zones;
+/// The paper's file system in 32 MiB zones (16 GiB, §4).
+const PAPER_ZONES: u32 = 512;
+
+/// The page cache of workload `kind` beside a file system of `zones` 32 MiB zones, scaled from
+/// the paper's guest: 2 GB of DRAM beside the 16 GB file system (§4), 4 MiB per zone; the OLTP
+/// runs leave half of it to MySQL's 1 GB buffer pool (Table 3), which the workload holds
+/// itself.
+fn page_cache_mib(kind: &str, zones: u32) -> u32 {
+    let guest = 4 * zones;
     if matches!(kind, "fileserver" | "varmail") {
         guest
     } else {
         guest / 2
     }
+}
+
+/// The page cache's inactive ratio for workload `kind`: the paper's guest's, Linux's for its
+/// page cache at the paper's size (2 GiB: 4, the OLTP runs' 1 GiB: 3), at every scale. Linux
+/// lets a larger cache keep a larger share active (the square root of its size), so a cache
+/// scaled down with the file system would, by its own size, keep only half of it active
+/// (ratio 1 under 1 GiB) and evict inodes the guest keeps: at 4 GiB varmail's inodes alone
+/// fill 83% of its 512 MiB.
+fn inactive_ratio(kind: &str) -> u32 {
+    zonelab_lfs::cache::linux_inactive_ratio(u64::from(page_cache_mib(kind, PAPER_ZONES)) << 20)
 }
 
 /// The file system's spare zones at `chips` chips, (reserve, overprovision beyond it): what
@@ -235,7 +250,8 @@ fn page_cache_mib(kind: &str, sc: &Scale) -> u32 {
 /// logs' open zones take a share of it the paper's 512 zones never gave them.
 fn spare_zones(sc: &Scale, chips: u32) -> (u32, u32) {
     let (reserved, overprovision) = zonelab_lfs::fs::f2fs_tools_spare(8192 - chips, chips);
-    let share = |sections: f64| (sections * sc.zones as f64 / 512.0).round() as u32;
+    let share =
+        |sections: f64| (sections * sc.zones as f64 / f64::from(PAPER_ZONES)).round() as u32;
     let default = zonelab_lfs::fs::default_reserved_zones(sc.zones * 16 / chips);
     // F2FS counts the reserve in whole sections (reserved_sections).
     (
@@ -316,7 +332,8 @@ impl Cfg {
             // section segment by segment and sends one zone_compaction per segment (its
             // gc_info_buf holds two LBAs per block of one segment in a 4 KiB page: 512 blocks).
             format!("fs.segs_per_zone={n}"),
-            format!("host.dram=\"{}MiB\"", page_cache_mib(kind, sc)),
+            format!("host.dram=\"{}MiB\"", page_cache_mib(kind, sc.zones)),
+            format!("host.inactive_ratio={}", inactive_ratio(kind)),
             format!("fs.utilization={}", self.util as f64 / 100.0),
             format!("fs.reserved_zones={reserved}"),
             format!("fs.overprovision_zones={overprovision}"),
@@ -784,7 +801,10 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
         "zones_at_16_chips": sc.zones, "zone_size_at_16_chips": "32MiB",
         "fs_bytes": sc.zones as u64 * (32 << 20), "warmup": sc.warmup, "duration": sc.duration,
         "utilization": 0.9, "host_dram_mib": {
-            "filebench": page_cache_mib("fileserver", &sc), "oltp": page_cache_mib("tpcc", &sc)
+            "filebench": page_cache_mib("fileserver", sc.zones), "oltp": page_cache_mib("tpcc", sc.zones)
+        },
+        "host_inactive_ratio": {
+            "filebench": inactive_ratio("fileserver"), "oltp": inactive_ratio("tpcc")
         },
         "checkpoint_pre_invalid_mib": sc.theta_mib(THETA_PI_MB),
         "theta_pi_sweep_paper_mb": sc.thetas,

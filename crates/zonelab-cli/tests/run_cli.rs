@@ -129,7 +129,7 @@ fn bad_experiments_are_explained() {
     .unwrap();
     let no_duration = by_ops.to_str().unwrap();
     // The arguments after `run`, and what the error must say.
-    let cases: [(&[&str], &str); 18] = [
+    let cases: [(&[&str], &str); 19] = [
         (
             &[exp, "-o", out, "--set", "fs.policy=nonsense"],
             "unknown policy",
@@ -193,6 +193,10 @@ fn bad_experiments_are_explained() {
             "less than the page cache's minimum of 256 KiB",
         ),
         (&[exp, "--set", "host.cores=0"], "at least 1 core"),
+        (
+            &[exp, "--set", "host.inactive_ratio=0"],
+            "host.inactive_ratio: 0 would keep no page active",
+        ),
         (
             &[exp, "--set", "fs.segs_per_zone=3"],
             "cannot format the file system on profile znsplus-mlc: invalid argument: segs_per_zone (3) must divide",

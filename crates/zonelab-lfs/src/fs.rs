@@ -134,6 +134,11 @@ pub struct FsOptions {
     pub host: HostModel,
     /// Page cache size in bytes (data and node pages), at least [`MIN_CACHE_PAGES`] pages.
     pub cache_bytes: u64,
+    /// How many times the inactive list the cache's active list may hold (Linux's
+    /// inactive_ratio). None: Linux's for a cache of `cache_bytes`
+    /// ([`crate::cache::linux_inactive_ratio`]); a scaled-down model of a larger host gives
+    /// the larger host's, so that its cache keeps the same share of pages active.
+    pub inactive_ratio: Option<u32>,
     /// Share of the cache that may be dirty before background writeback starts, and before
     /// writers must write back themselves (Linux dirty_background_ratio and dirty_ratio).
     pub dirty_background_ratio: f64,
@@ -154,6 +159,18 @@ pub struct FsOptions {
     /// set by utimes, stored as given, keep their meaning across mounts. Nothing else in the
     /// file system reads it.
     pub timestamp_offset: u64,
+}
+
+/// An inactive ratio of 0 would keep no page active.
+fn check_inactive_ratio(opts: &FsOptions) -> FsResult<()> {
+    if opts.inactive_ratio == Some(0) {
+        return Err(FsError::Invalid(
+            "inactive_ratio = 0: give at least 1 (the active list may hold that many times \
+             the inactive one), or leave it unset for Linux's ratio for the cache's size"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The zones kept free for cleaning on a file system of `zones` main zones, and the zones
@@ -267,6 +284,7 @@ impl Default for FsOptions {
         FsOptions {
             host: HostModel::default(),
             cache_bytes: 256 << 20,
+            inactive_ratio: None,
             dirty_background_ratio: 0.10,
             dirty_ratio: 0.20,
             writeback_interval: Nanos::from_secs(5),
@@ -732,6 +750,7 @@ impl Fs {
         let sb = plan(shape, format, payload == PayloadMode::Fingerprint)?;
         let layout = Layout::new(sb.clone())?;
         spare_zones(&opts, sb.main_zones)?;
+        check_inactive_ratio(&opts)?;
         let dev = Dev::new(sim.clone(), devices)?;
         // Empty every sequential zone, then write the superblock twice.
         for z in 0..sb.main_zones {
@@ -841,7 +860,10 @@ impl Fs {
                 valid_nodes: 0,
                 valid_inodes: 0,
             },
-            cache: Cache::new(cache_pages),
+            cache: match opts.inactive_ratio {
+                Some(r) => Cache::with_inactive_ratio(cache_pages, r),
+                None => Cache::new(cache_pages),
+            },
             dirs: BTreeMap::new(),
             cp_ver,
             payload,
@@ -980,6 +1002,7 @@ impl Fs {
             ));
         }
         spare_zones(&opts, layout.sb.main_zones)?;
+        check_inactive_ratio(&opts)?;
         let fs = Fs::assemble(sim, dev, layout, opts, policy, payload, cp.version);
         fs.load(&cp).await?;
         fs.start_background();
