@@ -182,9 +182,10 @@ impl Lru {
     }
 }
 
-/// Linux's inactive_ratio for a page cache of `bytes` (mm/vmscan.c, inactive_list_is_low,
-/// since 4.10): the active list may hold up to sqrt(10 x GiB) times the inactive one, once
-/// under 1 GiB. So a larger cache keeps a larger share of its pages on the active list.
+/// Linux's inactive_ratio for a page cache of `bytes` (mm/vmscan.c, inactive_list_is_low, as
+/// in the paper's Linux 4.10): the active list may hold up to sqrt(10 x GiB) times the
+/// inactive one, and as much as it under 1 GiB. So a larger cache keeps a larger share of its
+/// pages on the active list.
 pub fn linux_inactive_ratio(bytes: u64) -> u32 {
     let gib = bytes >> 30;
     if gib == 0 {

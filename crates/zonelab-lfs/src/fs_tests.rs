@@ -1952,6 +1952,30 @@ fn reserved_and_overprovision_zones_set_the_capacity_and_are_checked() {
     }
 }
 
+/// An inactive ratio of 0 (no page could stay active) is refused at mkfs with what to give;
+/// any other is taken.
+#[test]
+fn an_inactive_ratio_of_zero_is_refused() {
+    let mkfs = |ratio: Option<u32>| {
+        let (sim, stack) = small_device(PayloadMode::Fingerprint);
+        let s = sim.clone();
+        run(&sim, async move {
+            let o = FsOptions {
+                inactive_ratio: ratio,
+                ..opts()
+            };
+            Fs::mkfs(s, stack, FormatOptions::default(), o, Box::new(F2fs))
+                .await
+                .map(|_| ())
+        })
+    };
+    match mkfs(Some(0)) {
+        Err(FsError::Invalid(m)) => assert!(m.contains("inactive_ratio = 0"), "{m}"),
+        other => panic!("an inactive ratio of 0 was not refused: {other:?}"),
+    }
+    assert!(mkfs(Some(1)).is_ok() && mkfs(Some(4)).is_ok() && mkfs(None).is_ok());
+}
+
 /// mkfs.f2fs's spare space: on seed 000's 16 GiB with 32 MiB sections it reserves 39 sections
 /// and leaves about 30 more out (overprovision 6.31%); a small main area takes the coarse
 /// ratios (10% here); one too small for any ratio is all spare.
