@@ -204,7 +204,7 @@ impl Table {
                 i.observation.clone(),
                 i.metric.clone(),
                 fmt_num(i.paper),
-                fmt_num(i.zonelab),
+                fmt_judged(i.zonelab, i.check, i.paper),
             ];
             if seeds {
                 let finite = || i.per_seed.iter().copied().filter(|v| v.is_finite());
@@ -245,14 +245,39 @@ impl Table {
     }
 }
 
-fn fmt_num(v: f64) -> String {
+/// `v` as [`fmt_num`] prints it, with as many more decimals as it takes for the printed
+/// number to get the verdict `v` gets: 1.3288 against "≥ 1.33" shows as 1.329, not as a 1.33
+/// that seems to pass.
+fn fmt_judged(v: f64, check: Check, paper: f64) -> String {
+    let printed = fmt_num(v);
     if !v.is_finite() {
-        "—".into()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
+        return printed;
     }
+    let verdict = Item::judge(check, paper, v);
+    let same = |s: &str| {
+        s.parse::<f64>()
+            .is_ok_and(|r| Item::judge(check, paper, r) == verdict)
+    };
+    if same(&printed) {
+        return printed;
+    }
+    (num_decimals(v) + 1..=9)
+        .map(|d| format!("{v:.d$}"))
+        .find(|s| same(s))
+        .unwrap_or_else(|| v.to_string())
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.*}", num_decimals(v))
+    } else {
+        "—".into()
+    }
+}
+
+/// The decimals [`fmt_num`] gives `v`: one from 100 up, two below.
+fn num_decimals(v: f64) -> usize {
+    if v.abs() >= 100.0 { 1 } else { 2 }
 }
 
 /// Runs fio jobs given as fio command-line options on `profile`.
@@ -1246,6 +1271,25 @@ mod tests {
         );
         let json = serde_json::to_value(&mean.items[0]).unwrap();
         assert_eq!(json["per_seed"], serde_json::json!([1.6, 1.2]));
+    }
+
+    /// A value that fails its check by less than the rounding is printed with the decimals
+    /// that show it; one whose rounding keeps its verdict keeps two.
+    #[test]
+    fn a_value_just_short_of_its_bound_is_not_printed_as_passing() {
+        let md = table([1.3288, 40.0]).markdown();
+        assert!(
+            md.contains("| Fig 1 | speed-up | 1.33 | 1.329 | x | ≥ 1× paper | NO |"),
+            "{md}"
+        );
+        let md = table([1.3312, 40.0]).markdown();
+        assert!(
+            md.contains("| Fig 1 | speed-up | 1.33 | 1.33 | x | ≥ 1× paper | yes |"),
+            "{md}"
+        );
+        assert_eq!(fmt_judged(84.96, Check::Min(85.0), 85.0), "84.96");
+        assert_eq!(fmt_judged(149.96, Check::Min(150.0), 150.0), "149.96");
+        assert_eq!(fmt_judged(f64::NAN, Check::Min(1.0), 1.0), "—");
     }
 
     #[test]
