@@ -331,6 +331,10 @@ impl Cfg {
             // F2FS's 2 MiB segments, a zone a section of them: the authors' F2FS cleans a
             // section segment by segment and sends one zone_compaction per segment (its
             // gc_info_buf holds two LBAs per block of one segment in a 4 KiB page: 512 blocks).
+            // F2FS has no other segment size (its SIT entry's valid map is 64 bytes), so §4's
+            // "segment size ... equal to the zone size" is the section. Zone-sized segments
+            // would let CAB place a whole victim at once (fileserver, IZC, 32 chips, seed 1:
+            // copyback 89.5% of the device's copies, against 75.3% here).
             format!("fs.segs_per_zone={n}"),
             format!("host.dram=\"{}MiB\"", page_cache_mib(kind, sc.zones)),
             format!("host.inactive_ratio={}", inactive_ratio(kind)),
