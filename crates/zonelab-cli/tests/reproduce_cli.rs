@@ -69,6 +69,20 @@ fn zns_plus_quick_has_every_item_plot_and_clean_run() {
     );
     assert_eq!(paper("segments reclaimed by threaded logging, tpcc"), 85.8);
     assert_eq!(paper("θ_PI with the highest mean ZNS+ throughput"), 128.0);
+    assert_eq!(paper("ZNS fileserver bandwidth, MLC"), 84.5);
+    // Of the blocks IZC-H and IZC-D move, the device copies a share, and the host the rest.
+    for (metric, stated) in [
+        ("block copies IZC-H offloads to the device", 89.6),
+        ("block copies IZC-D offloads to the device", 99.4),
+    ] {
+        assert_eq!(paper(metric), stated);
+        let item = items
+            .iter()
+            .find(|i| i["metric"].as_str().unwrap().starts_with(metric))
+            .unwrap();
+        let share = item["zonelab"].as_f64().unwrap();
+        assert!(share > 0.0 && share <= 100.0, "{item}");
+    }
     for fig in [
         "fig6", "table4", "fig7", "table5", "theta", "fig8", "fig9", "fig10", "fig11", "fig12",
     ] {
