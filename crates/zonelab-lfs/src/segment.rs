@@ -87,6 +87,17 @@ pub enum ZoneJob {
     Finish { zone: u32 },
 }
 
+/// What a zone's last TL_open found (seed 000 §3.3.2's N_cold and the profiling of beta).
+#[derive(Clone, Debug)]
+struct LastOpen {
+    /// Blocks valid then.
+    valid: Vec<bool>,
+    /// Of those, the ones valid at the TL_open before too (cold).
+    cold: Vec<bool>,
+    /// Blocks the log skipped then (valid or pre-invalid); it wrote the others.
+    skipped: Vec<bool>,
+}
+
 /// Threaded logging with hybrid segment recycling (seed 000 §3.2.2, §3.3.2): when free zones
 /// run low, a log may reopen one of its own type's dirty zones with TL_open and write into
 /// its invalid blocks (the device plugs the rest) instead of taking a free zone.
@@ -117,9 +128,8 @@ pub struct Threaded {
     /// Per log: the blocks its threaded-logging zone skips; and those of its next zone.
     skip: [Option<Vec<bool>>; 6],
     next_skip: [Option<Vec<bool>>; 6],
-    /// Per zone: blocks valid at its last TL_open, and those of them valid at the TL_open
-    /// before (cold), for B_cold and the profiling of beta.
-    last_open: BTreeMap<u32, (Vec<bool>, Vec<bool>)>,
+    /// Per zone: what its last TL_open found, for B_cold and the profiling of beta.
+    last_open: BTreeMap<u32, LastOpen>,
     pub jobs: Vec<ZoneJob>,
     pub stats: ThreadedStats,
 }
@@ -570,8 +580,9 @@ impl Segments {
     /// those still valid (the ones a compaction would move). A zone reopened once has none.
     fn cold_blocks(&self, z: u32) -> u64 {
         let Some(th) = &self.threaded else { return 0 };
-        th.last_open.get(&z).map_or(0, |(_, cold)| {
-            cold.iter()
+        th.last_open.get(&z).map_or(0, |last| {
+            last.cold
+                .iter()
                 .enumerate()
                 .filter(|&(o, &v)| v && self.is_valid(self.layout.addr(z, o as u32)))
                 .count() as u64
@@ -595,21 +606,25 @@ impl Segments {
         th.stats.skipped_pre_invalid +=
             skip.iter().zip(&valid).filter(|&(&s, &v)| s && !v).count() as u64;
         let cold: Vec<bool> = match th.last_open.get(&z) {
-            Some((prev_valid, prev_cold)) => {
+            Some(last) => {
                 // (still valid, of how many): the blocks cold at the previous TL_open, and
-                // those the log wrote since (invalid then).
+                // those the log wrote since (the ones it did not skip then; a pre-invalid
+                // block it skipped was never rewritten, so its staying invalid says nothing
+                // of how long new blocks live).
                 let mut seen = [(0u64, 0u64); 2];
-                for ((&p, &c), &v) in prev_valid.iter().zip(prev_cold).zip(&valid) {
-                    let group = match (p, c) {
-                        (true, true) => 0,
-                        (false, _) => 1,
-                        (true, false) => continue,
+                for (o, &v) in valid.iter().enumerate() {
+                    let group = if last.cold[o] {
+                        0
+                    } else if !last.skipped[o] {
+                        1
+                    } else {
+                        continue;
                     };
                     seen[group].0 += u64::from(v);
                     seen[group].1 += 1;
                 }
                 th.hsr.observe_beta(seen[0], seen[1]);
-                prev_valid
+                last.valid
                     .iter()
                     .zip(&valid)
                     .map(|(&p, &v)| p && v)
@@ -617,7 +632,14 @@ impl Segments {
             }
             None => vec![false; bpz as usize],
         };
-        th.last_open.insert(z, (valid, cold));
+        th.last_open.insert(
+            z,
+            LastOpen {
+                valid,
+                cold,
+                skipped: skip.clone(),
+            },
+        );
         skip
     }
 
@@ -835,6 +857,42 @@ mod tests {
         s.checkpoint_begins();
         s.checkpoint_durable();
         assert_eq!(s.threaded.as_ref().expect("on").pre_invalid_blocks(), 0);
+    }
+
+    /// beta's "other" blocks are those the log wrote since the zone's last TL_open: a
+    /// pre-invalid block it skipped then stays invalid without having been written, so it is
+    /// left out rather than counted as a new block that died.
+    #[test]
+    fn beta_counts_only_the_blocks_the_log_wrote() {
+        let mut s = segments();
+        let z = 3;
+        let bpz = s.layout.blocks_per_zone;
+        let owner = Summary { nid: 7, ofs: 0 };
+        for off in 0..8 {
+            s.validate(s.layout.addr(z, off), owner, 0);
+        }
+        s.checkpoint_begins();
+        s.checkpoint_durable();
+        // Valid at the checkpoint: pre-invalid once dropped.
+        s.invalidate(s.layout.addr(z, 0), 1);
+        let skip = s.open_for_threaded_logging(z);
+        assert!(skip[0], "the pre-invalid block is skipped");
+        // The log writes every block it does not skip; every fourth of them dies again.
+        for off in (0..bpz).filter(|&o| !skip[o as usize]) {
+            s.validate(s.layout.addr(z, off), owner, 2);
+        }
+        let died = (8..bpz).step_by(4).count() as u64;
+        for off in (8..bpz).step_by(4) {
+            s.invalidate(s.layout.addr(z, off), 3);
+        }
+        s.checkpoint_begins();
+        s.checkpoint_durable();
+        s.open_for_threaded_logging(z);
+        let b = s.threaded.as_ref().expect("on").hsr.profile().beta;
+        let written = u64::from(bpz - 8);
+        assert_eq!(b.other_seen, written, "the skipped block is not among them");
+        assert_eq!(b.other_still, written - died);
+        assert_eq!(b.cold_seen, 0, "nothing was cold at the first TL_open");
     }
 
     /// N_cold (seed 000 §3.3.2) counts blocks unchanged across two consecutive TL_opens of
