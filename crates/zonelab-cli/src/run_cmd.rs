@@ -113,6 +113,9 @@ pub(crate) fn counter_sections(w: &Value, segs_per_zone: u64) -> Value {
                 "alpha_data": hsr.alpha(VictimKind::Data),
                 "alpha_node": hsr.alpha(VictimKind::Node),
                 "beta": hsr.beta.beta(),
+                // What beta came from: blocks cold at a zone's previous TL_open (and those the
+                // log wrote since), and how many of them were still valid at its next one.
+                "beta_observed": hsr.beta,
             },
             "blocks_copied_in_device": n("fs", "blocks_copied_in_device"),
             // Of those, the blocks in fully valid source chunks (the most copyback can move)

@@ -401,6 +401,11 @@ fn a_znsplus_run_reclaims_zones_by_threaded_logging() {
         t["beta"].is_null() || t["beta"].as_f64().unwrap() >= 0.0,
         "{t}"
     );
+    let seen = &t["beta_observed"];
+    for kind in ["cold", "other"] {
+        let n = |k: &str| seen[format!("{kind}_{k}")].as_u64().unwrap();
+        assert!(n("still") <= n("seen"), "{seen}");
+    }
     let d = &v["device"];
     // The device counts a TL_open when it runs, the file system when it asks: one may cross
     // a window edge.
