@@ -1205,6 +1205,16 @@ fn table5(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
             alpha,
             Check::Report,
         );
+        // beta sets B_cold, which steers HSR to compaction when a workload's cold blocks
+        // outlive the ones written since (the window's; HSR decides by the run's so far).
+        t.add(
+            "Table 5",
+            &format!("HSR's profiled beta, {}", wl(w)),
+            "%",
+            f64::NAN,
+            beta,
+            Check::Report,
+        );
         rows.push(json!({
             "workload": wl(w), "tl_opens": tl, "izc_compactions": izc, "tl_pct": tl_pct,
             "paper_tl_pct": TL[w], "tl_pct_without_b_cold": tl_pct_no_bcold, "tl_pct_per_freed_block": tl_pct_per_freed, "plugged_background": bg, "plugged_on_demand": od,

@@ -282,6 +282,25 @@ fn only_runs_the_figures_asked_for() {
         items.iter().all(|i| i["observation"] == "Table 5"),
         "{items:?}"
     );
+    // HSR's profiled beta per workload: a survival-rate difference floored at 0, or none
+    // (no zone reopened a second time in the window).
+    let betas: Vec<&serde_json::Value> = items
+        .iter()
+        .filter(|i| {
+            i["metric"]
+                .as_str()
+                .unwrap()
+                .starts_with("HSR's profiled beta")
+        })
+        .collect();
+    assert_eq!(betas.len(), 5, "{items:?}");
+    for b in betas {
+        let v = &b["zonelab"];
+        assert!(
+            v.is_null() || v.as_f64().is_some_and(|x| (0.0..=100.0).contains(&x)),
+            "{b}"
+        );
+    }
     // Three ZNS+ runs per workload (as the paper's, without B_cold, HSR per freed block), and
     // only Table 5's plot.
     assert_eq!(table["experiments"], 15);
