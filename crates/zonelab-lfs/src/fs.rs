@@ -506,6 +506,25 @@ pub(crate) struct Inner {
     pub reads_unpinned: Notify,
     /// Woken whenever writes of cached pages or nodes complete ([`Fs::write_back`]).
     pub writeback_ended: Notify,
+    /// fsck holds the background work off while it reads the state ([`BackgroundHold`]):
+    /// how many hold it, whether a round is under way, and the end of one.
+    pub background_held: Cell<u32>,
+    pub background_busy: Cell<bool>,
+    pub background_done: Notify,
+}
+
+/// While it lives, the background work (writeback, idle cleaning, periodic checkpoints)
+/// starts no round, so a reader of the whole state (fsck) sees one state. Nothing else
+/// changes it while no call is made.
+pub(crate) struct BackgroundHold {
+    inner: Rc<Inner>,
+}
+
+impl Drop for BackgroundHold {
+    fn drop(&mut self) {
+        let held = &self.inner.background_held;
+        held.set(held.get() - 1);
+    }
 }
 
 /// A device read in flight from a main-area zone, taken in the same step as the block's address
@@ -895,6 +914,9 @@ impl Fs {
                 read_pins: RefCell::new(BTreeMap::new()),
                 reads_unpinned: Notify::new(),
                 writeback_ended: Notify::new(),
+                background_held: Cell::new(0),
+                background_busy: Cell::new(false),
+                background_done: Notify::new(),
             }),
         }
     }
@@ -1192,9 +1214,15 @@ impl Fs {
                 if inner.st.borrow().unmounted {
                     return;
                 }
+                if inner.background_held.get() > 0 {
+                    continue;
+                }
+                inner.background_busy.set(true);
                 let fs = Fs { inner };
                 // Errors here surface to the next caller that writes; a flusher has no caller.
                 let _ = fs.background_work().await;
+                fs.inner.background_busy.set(false);
+                fs.inner.background_done.notify_all();
             }
         });
     }
@@ -1505,7 +1533,7 @@ impl Fs {
         let mut st = self.inner.st.borrow_mut();
         let t = now_ns(&self.inner.sim);
         let e = st.nat.entries[nid as usize];
-        st.segs.invalidate(e.addr, t);
+        st.segs.invalidate(e.addr, Summary { nid, ofs: 0 }, t);
         if e.ino == nid {
             st.nat.valid_inodes -= 1;
         }
@@ -1903,15 +1931,12 @@ impl Fs {
                     i.blocks += 1;
                     st.cache.dirty_node(ino as Nid);
                 }
-                st.segs.invalidate(old, t);
-                st.segs.validate(
-                    new,
-                    Summary {
-                        nid,
-                        ofs: slot as u16,
-                    },
-                    t,
-                );
+                let owner = Summary {
+                    nid,
+                    ofs: slot as u16,
+                };
+                st.segs.invalidate(old, owner, t);
+                st.segs.validate(new, owner, t);
                 match &mut run {
                     // A run stays inside one zone (the next zone may start right after).
                     Some((start, v, ws))
@@ -1989,8 +2014,9 @@ impl Fs {
             };
             let new = self.take_block(st, temp)?;
             let old = st.nat.entries[nid as usize].addr;
-            st.segs.invalidate(old, t);
-            st.segs.validate(new, Summary { nid, ofs: 0 }, t);
+            let owner = Summary { nid, ofs: 0 };
+            st.segs.invalidate(old, owner, t);
+            st.segs.validate(new, owner, t);
             if fsync {
                 st.segs.made_durable(nid);
             }
@@ -2079,13 +2105,17 @@ impl Fs {
             let mut freed = Vec::new();
             for s in (from.min(INODE_ADDRS as u64) as usize)..n.addrs.len() {
                 if n.addrs[s] != NULL_ADDR {
-                    freed.push(std::mem::replace(&mut n.addrs[s], NULL_ADDR));
+                    freed.push((s, std::mem::replace(&mut n.addrs[s], NULL_ADDR)));
                 }
             }
             let i = n.inode_mut().expect("inode");
             i.blocks -= freed.len() as u64;
-            for a in freed {
-                st.segs.invalidate(a, t);
+            for (s, a) in freed {
+                let owner = Summary {
+                    nid: ino as Nid,
+                    ofs: s as u16,
+                };
+                st.segs.invalidate(a, owner, t);
             }
             st.cache.dirty_node(ino as Nid);
         }
@@ -2147,14 +2177,15 @@ impl Fs {
                 let mut freed = Vec::new();
                 for s in start..node.addrs.len() {
                     if node.addrs[s] != NULL_ADDR {
-                        freed.push(std::mem::replace(&mut node.addrs[s], NULL_ADDR));
+                        freed.push((s, std::mem::replace(&mut node.addrs[s], NULL_ADDR)));
                     }
                 }
                 let empty = node.addrs.iter().all(|&a| a == NULL_ADDR);
                 st.cache.dirty_node(nid);
                 let count = freed.len() as u64;
-                for a in freed {
-                    st.segs.invalidate(a, t);
+                for (s, a) in freed {
+                    let owner = Summary { nid, ofs: s as u16 };
+                    st.segs.invalidate(a, owner, t);
                 }
                 if let Some(i) = st.cache.node_mut(ino as Nid).and_then(|x| x.inode_mut()) {
                     i.blocks -= count;
@@ -2966,7 +2997,7 @@ impl Fs {
             st.stats.device_copy_full_chunk_blocks += placed.full_chunk_blocks;
             st.stats.device_copy_copyback_blocks += placed.copyback_blocks;
             for (&(a, sum), d) in srcs.iter().zip(placed.to) {
-                st.segs.invalidate(a, t);
+                st.segs.invalidate(a, sum, t);
                 st.segs.set_owner(d, sum);
                 let e = st.nat.entries[sum.nid as usize];
                 if temp == Temp::ColdNode {
@@ -3141,15 +3172,30 @@ impl Fs {
     /// Checks the in-memory state against itself (tests and fsck): SIT counts equal the
     /// blocks NAT and nodes point to, no block is owned twice, SSA names every owner.
     pub async fn check(&self) -> FsResult<Vec<String>> {
+        let _hold = self.hold_background().await;
         crate::fsck::check_mounted(self).await
+    }
+
+    /// Holds the background work off ([`BackgroundHold`]) once its round under way, if any,
+    /// has ended.
+    pub(crate) async fn hold_background(&self) -> BackgroundHold {
+        let inner = &self.inner;
+        inner.background_held.set(inner.background_held.get() + 1);
+        while inner.background_busy.get() {
+            inner.background_done.notified().await;
+        }
+        BackgroundHold {
+            inner: self.inner.clone(),
+        }
     }
 
     /// [`Fs::check`] and what only a file system at rest can be checked for (a fresh mount,
     /// before it writes anything): intact superblock copies, and valid blocks the zoned device
     /// still holds.
     pub async fn check_at_rest(&self) -> FsResult<Vec<String>> {
+        let _hold = self.hold_background().await;
         let mut problems = crate::fsck::check_at_rest(self).await?;
-        problems.extend(self.check().await?);
+        problems.extend(crate::fsck::check_mounted(self).await?);
         Ok(problems)
     }
 }

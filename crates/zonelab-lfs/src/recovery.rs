@@ -203,7 +203,7 @@ impl Fs {
             let st = &mut *st;
             for (nid, &a) in &old.nodes {
                 if new.nodes.get(nid) != Some(&a) {
-                    st.segs.invalidate(a, t);
+                    st.segs.invalidate(a, Summary { nid: *nid, ofs: 0 }, t);
                 }
                 if !new.nodes.contains_key(nid) {
                     st.nat.set(*nid, NatEntry::default());
@@ -222,9 +222,9 @@ impl Fs {
                     }
                 }
             }
-            for a in old.data.keys() {
-                if !new.data.contains_key(a) {
-                    st.segs.invalidate(*a, t);
+            for (&a, &owner) in &old.data {
+                if !new.data.contains_key(&a) {
+                    st.segs.invalidate(a, owner, t);
                 }
             }
             for (&a, &owner) in &new.data {

@@ -318,13 +318,17 @@ impl Segments {
     }
 
     /// A block's data is dead (overwritten, truncated, moved).
-    pub fn invalidate(&mut self, a: BlkAddr, now: u64) {
+    pub fn invalidate(&mut self, a: BlkAddr, owner: Summary, now: u64) {
         if a != NULL_ADDR {
             self.mark(a, false, now);
-            let Some(th) = &mut self.threaded else { return };
             let (z, off) = self.layout.locate(a).expect("checked in mark");
-            let owner = self.ssa[self.layout.main_index(z, off)].nid;
-            if !th.forget_fresh(owner, a) && th.pre_invalid.insert(a) {
+            let held = self.ssa[self.layout.main_index(z, off)];
+            assert_eq!(
+                held, owner,
+                "block {a} (zone {z} offset {off}) freed for {owner:?} but its summary names {held:?}"
+            );
+            let Some(th) = &mut self.threaded else { return };
+            if !th.forget_fresh(owner.nid, a) && th.pre_invalid.insert(a) {
                 th.pre_invalid_zone[z as usize] += 1;
             }
         }
@@ -682,6 +686,14 @@ impl Segments {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Segments {
+        /// Frees block `a` for whoever owns it.
+        fn free(&mut self, a: BlkAddr, now: u64) {
+            let owner = self.owner(a);
+            self.invalidate(a, owner, now);
+        }
+    }
     use crate::layout::{DeviceShape, FormatOptions, plan};
     use crate::policy::{Hsr, ThreadedLogging};
 
@@ -729,7 +741,7 @@ mod tests {
         // `first` is left and half dead; the log fills its next zone without the caller
         // having issued any write.
         for off in 0..bpz / 2 {
-            s.invalidate(s.layout.addr(first, off), 1);
+            s.free(s.layout.addr(first, off), 1);
         }
         s.checkpoint_begins();
         s.checkpoint_durable();
@@ -776,10 +788,10 @@ mod tests {
             let bpz = s.layout.blocks_per_zone;
             // A data zone all but dead; a node zone 90% valid.
             for off in 1..bpz {
-                s.invalidate(s.layout.addr(data[0], off), 1);
+                s.free(s.layout.addr(data[0], off), 1);
             }
             for off in 0..bpz / 10 {
-                s.invalidate(s.layout.addr(node[0], off), 1);
+                s.free(s.layout.addr(node[0], off), 1);
             }
             s.checkpoint_begins();
             s.checkpoint_durable();
@@ -835,7 +847,7 @@ mod tests {
         s.set_owner(moved, Summary { nid: 12, ofs: 1 });
         s.made_durable(12);
         for a in [checkpointed, dropped, fsynced, chained, moved] {
-            s.invalidate(a, 1);
+            s.free(a, 1);
         }
         let th = s.threaded.as_ref().expect("on");
         let pre: Vec<bool> = [checkpointed, dropped, fsynced, chained, moved]
@@ -874,7 +886,7 @@ mod tests {
         s.checkpoint_begins();
         s.checkpoint_durable();
         // Valid at the checkpoint: pre-invalid once dropped.
-        s.invalidate(s.layout.addr(z, 0), 1);
+        s.free(s.layout.addr(z, 0), 1);
         let skip = s.open_for_threaded_logging(z);
         assert!(skip[0], "the pre-invalid block is skipped");
         // The log writes every block it does not skip; every fourth of them dies again.
@@ -883,7 +895,7 @@ mod tests {
         }
         let died = (8..bpz).step_by(4).count() as u64;
         for off in (8..bpz).step_by(4) {
-            s.invalidate(s.layout.addr(z, off), 3);
+            s.free(s.layout.addr(z, off), 3);
         }
         s.checkpoint_begins();
         s.checkpoint_durable();
@@ -911,12 +923,12 @@ mod tests {
             0,
             "one TL_open: nothing is known to be cold"
         );
-        s.invalidate(s.layout.addr(z, 0), 1);
+        s.free(s.layout.addr(z, 0), 1);
         s.checkpoint_begins();
         s.checkpoint_durable();
         s.open_for_threaded_logging(z);
         assert_eq!(s.cold_blocks(z), 7, "valid at both opens");
-        s.invalidate(s.layout.addr(z, 1), 2);
+        s.free(s.layout.addr(z, 1), 2);
         assert_eq!(
             s.cold_blocks(z),
             6,
@@ -927,7 +939,7 @@ mod tests {
         s.free_zones.remove(&z);
         s.zones[z as usize] = ZoneUse::Used;
         for off in 2..8 {
-            s.invalidate(s.layout.addr(z, off), 3);
+            s.free(s.layout.addr(z, off), 3);
         }
         s.release_empty_zones();
         s.zone_reset(z);
