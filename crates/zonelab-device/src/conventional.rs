@@ -255,11 +255,11 @@ impl ConventionalDevice {
                     self.undo.push(0, lba, prior, Nanos::ZERO, true);
                 }
                 self.data
-                    .write(0, lba, false, data.block(self.lba_size, lba - slba.0));
+                    .write(0, lba, None, data.block(self.lba_size, lba - slba.0));
                 programmed = programmed.max(self.buffer_block(now, in_buffer, lba));
             }
         } else {
-            self.data.write(0, slba.0, false, data);
+            self.data.write(0, slba.0, None, data);
             for lba in slba.0..slba.0 + nlb {
                 programmed = programmed.max(self.buffer_block(now, in_buffer, lba));
             }

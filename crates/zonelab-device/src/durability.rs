@@ -531,7 +531,7 @@ mod tests {
         let mut log = UndoLog::default();
         let write = |d: &mut DataStore, log: &mut UndoLog, off: u64, fps: &[u64], t: u64| {
             let prior = d.prior(0, off, fps.len() as u64);
-            d.write(0, off, false, WriteData::Fingerprints(fps));
+            d.write(0, off, None, WriteData::Fingerprints(fps));
             log.push(0, off, prior, Nanos(t), false);
         };
         write(&mut d, &mut log, 0, &[1, 1], 100); // durable

@@ -282,9 +282,12 @@ impl DataStore {
             + self.whole.len() as u64 * self.lba_size
     }
 
-    /// Stores `data` in `zone` at block offset `off`. For a sequential zone `off` must be the
-    /// current end of the zone's data (the write pointer).
-    pub fn write(&mut self, zone: u32, off: u64, sequential: bool, data: WriteData<'_>) {
+    /// Stores `data` in `zone` at block offset `off`. `sequential`: the zone is written in
+    /// order (`off` must be the current end of its data, the write pointer) and holds at most
+    /// this many blocks, for whose fingerprints its content is allocated at its first write,
+    /// so that it never grows by reallocation (copying the zone's fingerprints each time);
+    /// None: written anywhere.
+    pub fn write(&mut self, zone: u32, off: u64, sequential: Option<u64>, data: WriteData<'_>) {
         let lba = self.lba_size;
         let mode = self.mode;
         if mode == PayloadMode::Fingerprint {
@@ -305,10 +308,13 @@ impl DataStore {
         let slot = &mut self.zones[zone as usize];
         let content = slot.get_or_insert_with(|| {
             Arc::new(match (sequential, mode) {
-                (true, PayloadMode::Full) => ZoneContent::SeqFull(Vec::new()),
-                (true, PayloadMode::Fingerprint) => ZoneContent::SeqFingerprint(Vec::new()),
-                (false, PayloadMode::Full) => ZoneContent::RandFull(BTreeMap::new()),
-                (false, PayloadMode::Fingerprint) => ZoneContent::RandFingerprint(BTreeMap::new()),
+                // Bytes grow as written: a zone's whole capacity could be a gigabyte.
+                (Some(_), PayloadMode::Full) => ZoneContent::SeqFull(Vec::new()),
+                (Some(blocks), PayloadMode::Fingerprint) => {
+                    ZoneContent::SeqFingerprint(Vec::with_capacity(blocks as usize))
+                }
+                (None, PayloadMode::Full) => ZoneContent::RandFull(BTreeMap::new()),
+                (None, PayloadMode::Fingerprint) => ZoneContent::RandFingerprint(BTreeMap::new()),
             })
         });
         match Arc::make_mut(content) {
@@ -685,8 +691,8 @@ mod tests {
     fn sequential_round_trip_in_both_modes() {
         for mode in [PayloadMode::Full, PayloadMode::Fingerprint] {
             let mut s = DataStore::new(mode, 512, 4);
-            s.write(1, 0, true, WriteData::Fingerprints(&[7, 8]));
-            s.write(1, 2, true, WriteData::Bytes(&[3u8; 512]));
+            s.write(1, 0, Some(1000), WriteData::Fingerprints(&[7, 8]));
+            s.write(1, 2, Some(1000), WriteData::Bytes(&[3u8; 512]));
             let mut out = ReadData::default();
             s.read(1, 0, 2, &mut out);
             assert!(s.matches(WriteData::Fingerprints(&[7, 8]), &out));
@@ -706,8 +712,8 @@ mod tests {
     #[test]
     fn conventional_zone_overwrites() {
         let mut s = DataStore::new(PayloadMode::Fingerprint, 4096, 2);
-        s.write(0, 5, false, WriteData::Fingerprints(&[1]));
-        s.write(0, 5, false, WriteData::Fingerprints(&[2]));
+        s.write(0, 5, None, WriteData::Fingerprints(&[1]));
+        s.write(0, 5, None, WriteData::Fingerprints(&[2]));
         let mut out = ReadData::default();
         s.read(0, 5, 1, &mut out);
         assert_eq!(out.fingerprints, vec![2]);
@@ -717,8 +723,8 @@ mod tests {
     #[test]
     fn fingerprint_mode_keeps_blocks_written_as_bytes() {
         let mut s = DataStore::new(PayloadMode::Fingerprint, 512, 4);
-        s.write(1, 0, true, WriteData::Bytes(&[5u8; 1024]));
-        s.write(1, 2, true, WriteData::Fingerprints(&[9]));
+        s.write(1, 0, Some(1000), WriteData::Bytes(&[5u8; 1024]));
+        s.write(1, 2, Some(1000), WriteData::Fingerprints(&[9]));
         let mut out = ReadData::default();
         s.read(1, 0, 2, &mut out);
         assert_eq!(out.bytes, vec![5u8; 1024]);
@@ -727,8 +733,8 @@ mod tests {
         s.read(1, 1, 2, &mut out);
         assert!(out.bytes.is_empty(), "a fingerprinted block is not whole");
         // Conventional zone: a fingerprint overwrite drops the whole copy.
-        s.write(0, 3, false, WriteData::Bytes(&[1u8; 512]));
-        s.write(0, 3, false, WriteData::Fingerprints(&[4]));
+        s.write(0, 3, None, WriteData::Bytes(&[1u8; 512]));
+        s.write(0, 3, None, WriteData::Fingerprints(&[4]));
         out.clear();
         s.read(0, 3, 1, &mut out);
         assert!(out.bytes.is_empty());
@@ -744,8 +750,8 @@ mod tests {
     fn truncate_drops_the_tail_of_a_sequential_zone() {
         for mode in [PayloadMode::Full, PayloadMode::Fingerprint] {
             let mut s = DataStore::new(mode, 512, 2);
-            s.write(1, 0, true, WriteData::Fingerprints(&[1, 2]));
-            s.write(1, 2, true, WriteData::Bytes(&[3u8; 1024]));
+            s.write(1, 0, Some(1000), WriteData::Fingerprints(&[1, 2]));
+            s.write(1, 2, Some(1000), WriteData::Bytes(&[3u8; 1024]));
             let mut kept = ReadData::default();
             s.read(1, 0, 3, &mut kept);
             s.truncate(1, 3);
@@ -756,7 +762,7 @@ mod tests {
             s.read(1, 3, 1, &mut out);
             assert!(s.matches(WriteData::Bytes(&[0u8; 512]), &out));
             // Writing continues at the new end.
-            s.write(1, 3, true, WriteData::Fingerprints(&[9]));
+            s.write(1, 3, Some(1000), WriteData::Fingerprints(&[9]));
             out.clear();
             s.read(1, 3, 1, &mut out);
             assert!(s.matches(WriteData::Fingerprints(&[9]), &out));
@@ -770,12 +776,12 @@ mod tests {
         for mode in [PayloadMode::Full, PayloadMode::Fingerprint] {
             let mut s = DataStore::new(mode, 512, 1);
             let p0 = s.prior(0, 4, 2);
-            s.write(0, 4, false, WriteData::Fingerprints(&[1, 2]));
+            s.write(0, 4, None, WriteData::Fingerprints(&[1, 2]));
             let mut before = ReadData::default();
             s.read(0, 3, 4, &mut before);
             let p1 = s.prior(0, 5, 2);
             assert_eq!(p1.len(), 2);
-            s.write(0, 5, false, WriteData::Bytes(&[7u8; 1024]));
+            s.write(0, 5, None, WriteData::Bytes(&[7u8; 1024]));
             for i in 0..2 {
                 s.restore(0, 5, &p1, i);
             }
@@ -793,7 +799,7 @@ mod tests {
     fn fingerprint_mode_memory_grows_with_data() {
         let mut s = DataStore::new(PayloadMode::Fingerprint, 4096, 40_704);
         assert_eq!(s.stored_bytes(), 0);
-        s.write(9, 0, true, WriteData::Fingerprints(&[1; 1000]));
+        s.write(9, 0, Some(1000), WriteData::Fingerprints(&[1; 1000]));
         assert_eq!(s.stored_bytes(), 8000);
     }
 }

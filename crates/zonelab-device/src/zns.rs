@@ -711,7 +711,8 @@ impl ZonedDevice {
         if tl {
             self.data.put_data(zone.0, off, data);
         } else {
-            self.data.write(zone.0, off, !conventional, data);
+            let sequential = (!conventional).then(|| self.zones.geometry().zone_capacity);
+            self.data.write(zone.0, off, sequential, data);
         }
         self.progress[zone.0 as usize].written += nlb;
         let programmed = if conventional {
