@@ -16,6 +16,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use zonelab_cli::image;
 
+/// mimalloc instead of the system allocator: the same results, runs about a tenth faster
+/// (README, Speed).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "zonelab",
