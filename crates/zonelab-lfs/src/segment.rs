@@ -317,7 +317,10 @@ impl Segments {
         }
     }
 
-    /// A block's data is dead (overwritten, truncated, moved).
+    /// A block's data is dead (overwritten, truncated, moved). `owner` is whom the caller
+    /// frees it for (a node, or a node's slot), which its summary must name: a stale address
+    /// would otherwise free a block another owner has since been given. (A node block and the
+    /// data of its slot 0 have the same summary, as neither names a kind.)
     pub fn invalidate(&mut self, a: BlkAddr, owner: Summary, now: u64) {
         if a != NULL_ADDR {
             self.mark(a, false, now);
