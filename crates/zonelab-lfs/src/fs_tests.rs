@@ -120,6 +120,24 @@ async fn create_files(fs: &Fs, n: usize, content: impl Fn(usize) -> OwnedData) -
     inos
 }
 
+/// The content of file `f` of [`half_valid_zones`]: 16 blocks.
+fn sixteen_blocks(f: usize) -> OwnedData {
+    OwnedData::Fingerprints((0..16).map(|b| (f as u64) << 8 | b).collect())
+}
+
+/// Fills `tenths` tenths of the file system with 16-block files "f0".. ([`sixteen_blocks`]),
+/// deletes every other one (the even ones) and syncs: zones become half valid. Returns the
+/// files' inodes.
+async fn half_valid_zones(fs: &Fs, tenths: u64) -> Vec<Ino> {
+    let files = (fs.statfs().blocks * tenths / 10 / 16) as usize;
+    let inos = create_files(fs, files, sixteen_blocks).await;
+    for f in (0..files).step_by(2) {
+        fs.unlink(ROOT_INO, &format!("f{f}")).await.unwrap();
+    }
+    fs.sync().await.unwrap();
+    inos
+}
+
 pub(crate) fn opts() -> FsOptions {
     FsOptions {
         cache_bytes: 1 << 20,
@@ -1072,15 +1090,7 @@ fn background_cleaning(sim: Sim, stack: Devices) {
     let s = sim.clone();
     run(&sim, async move {
         let fs = format(&s, &stack).await;
-        let cap = fs.statfs().blocks;
-        let files = (cap * 9 / 10 / 16) as u64;
-        let content = |f: u64| OwnedData::Fingerprints((0..16).map(|b| f << 8 | b).collect());
-        let inos = create_files(&fs, files as usize, |f| content(f as u64)).await;
-        // Free every other file: zones become half valid.
-        for f in (0..files).step_by(2) {
-            fs.unlink(ROOT_INO, &format!("f{f}")).await.unwrap();
-        }
-        fs.sync().await.unwrap();
+        let inos = half_valid_zones(&fs, 9).await;
         let before = fs.stats();
         s.sleep(zonelab_sim::Nanos::from_secs(120)).await;
         let after = fs.stats();
@@ -1088,9 +1098,9 @@ fn background_cleaning(sim: Sim, stack: Devices) {
             after.background_cleanings > before.background_cleanings,
             "{after:?}"
         );
-        for f in (1..files).step_by(2) {
-            let got = fs.read(inos[f as usize], 0, 65536).await.unwrap();
-            assert_eq!(got, content(f));
+        for f in (1..inos.len()).step_by(2) {
+            let got = fs.read(inos[f], 0, 65536).await.unwrap();
+            assert_eq!(got, sixteen_blocks(f));
         }
         let problems = fs.check().await.unwrap();
         assert!(problems.is_empty(), "{problems:?}");
@@ -1121,15 +1131,8 @@ fn fsck_holds_the_background_work_off() {
         )
         .await
         .expect("mkfs");
-        let files = (fs.statfs().blocks * 9 / 10 / 16) as usize;
-        let content =
-            |f: usize| OwnedData::Fingerprints((0..16).map(|b| (f as u64) << 8 | b).collect());
-        create_files(&fs, files, content).await;
-        // Zones become half valid: the idle cleaner has work.
-        for f in (0..files).step_by(2) {
-            fs.unlink(ROOT_INO, &format!("f{f}")).await.unwrap();
-        }
-        fs.sync().await.unwrap();
+        // The idle cleaner has work.
+        half_valid_zones(&fs, 9).await;
         let problems = fs.check().await.unwrap();
         assert!(problems.is_empty(), "{problems:?}");
         let hold = fs.hold_background().await;
@@ -2276,15 +2279,7 @@ fn past_half_the_reserve_a_round_checkpoints_after_every_victim() {
     let s = sim.clone();
     run(&sim, async move {
         let fs = with_round_reserve(s, stack).await;
-        // Half-empty zones: every other file of a zone's worth is deleted.
-        let files = (fs.statfs().blocks * 6 / 10 / 16) as usize;
-        let data =
-            |f: usize| OwnedData::Fingerprints((0..16).map(|b| (f as u64) << 8 | b).collect());
-        create_files(&fs, files, data).await;
-        for f in (0..files).step_by(2) {
-            fs.unlink(ROOT_INO, &format!("f{f}")).await.unwrap();
-        }
-        fs.sync().await.unwrap();
+        half_valid_zones(&fs, 6).await;
         let free = fs.free_zones();
         assert!(free >= 3, "{free} free zones");
         fs.inner.st.borrow_mut().clean_below = free + 7;
