@@ -328,13 +328,14 @@ impl Cfg {
             // Room for the zones and the metadata zones `zonelab run` adds.
             format!("device.set.blocks_per_plane={}", (zones + 64).max(544)),
             format!("device.set.pcie_lanes={}", self.lanes),
-            // F2FS's 2 MiB segments, a zone a section of them: the authors' F2FS cleans a
-            // section segment by segment and sends one zone_compaction per segment (its
-            // gc_info_buf holds two LBAs per block of one segment in a 4 KiB page: 512 blocks).
-            // F2FS has no other segment size (its SIT entry's valid map is 64 bytes), so §4's
-            // "segment size ... equal to the zone size" is the section. Zone-sized segments
-            // would let CAB place a whole victim at once (fileserver, IZC, 32 chips, seed 1:
-            // copyback 89.5% of the device's copies, against 75.3% here).
+            // F2FS's 2 MiB segments, a zone a section of them, cleaned segment by segment:
+            // F2FS has no other segment size (its SIT entry's valid map is 64 bytes). §4's
+            // "segment size ... equal to the zone size" then holds for IZC's copy: the device
+            // copies a whole victim from one reserved region, so CAB pairs chunks over the
+            // zone (§4.4). The authors' released code sends one zone_compaction per 512-block
+            // segment instead (its gc_info_buf); with that, CAB's region at 32 chips held too
+            // few chunks on some chips (fileserver, IZC, seed 1: copyback 75.3% of the
+            // device's copies, against 89.2% a zone at a time).
             format!("fs.segs_per_zone={n}"),
             format!("host.dram=\"{}MiB\"", page_cache_mib(kind, sc.zones)),
             format!("host.inactive_ratio={}", inactive_ratio(kind)),

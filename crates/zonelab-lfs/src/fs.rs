@@ -321,8 +321,6 @@ struct SegmentCleaning {
     moved: u64,
     /// The host's writes of the moved blocks, in flight.
     writes: Vec<zonelab_sim::JoinHandle<FsResult<()>>>,
-    /// The device's copy (IZC), in flight.
-    copy: Option<zonelab_sim::JoinHandle<FsResult<()>>>,
 }
 
 /// A victim [`Fs::clean_zone`] has cleaned: prefree until a checkpoint makes its moves
@@ -2648,7 +2646,20 @@ impl Fs {
             time.write += seg.write;
             moved += seg.moved;
             moves.extend(seg.writes);
-            moves.extend(seg.copy);
+        }
+        // IZC: the device copies what the host left (seed 000 §3.2.1 "Copy Offloading"), with
+        // one reserved region and one zone_compaction for the whole victim. The paper's F2FS
+        // segment is the zone (§4; §4.4: "as the number of flash chips increased, the segment
+        // size also increased"), so CAB (§3.3.1) pairs source and destination chunks over the
+        // zone; with a 2 MiB segment's region, a chip holding more whole chunks than the
+        // region gives it copies the rest by read and program. The host does not wait for the
+        // copy before the checkpoint.
+        if let Some(c) = in_storage {
+            let t = self.inner.sim.now();
+            let (copy, n) = self.copy_in_device(z, 0..layout.blocks_per_zone, c).await?;
+            time.write += self.inner.sim.now() - t;
+            moved += n;
+            moves.push(copy);
         }
         {
             let mut st = self.inner.st.borrow_mut();
@@ -2669,8 +2680,8 @@ impl Fs {
 
     /// Cleans the blocks `offs` (one segment) of victim zone `z`: reads the nodes it needs
     /// ahead, then the data blocks the host copies that are not cached, and issues their
-    /// writes (node blocks are dirtied for the checkpoint); with `in_storage` (IZC) the device
-    /// copies the rest with one zone_compaction per destination zone, not waited for here.
+    /// writes (node blocks are dirtied for the checkpoint); with `in_storage` (IZC) it leaves
+    /// the rest at the victim for the device ([`Fs::clean_zone`] offloads them).
     async fn clean_segment(
         &self,
         z: u32,
@@ -2869,16 +2880,6 @@ impl Fs {
             moved += idxs.len() as u64;
             writes.extend(self.issue_inode_pages(ino, Some(&idxs)).await?);
         }
-        // IZC: the device copies what is left (seed 000 §3.2.1 "Copy Offloading"); the host
-        // does not wait for it before the checkpoint.
-        let copy = match in_storage {
-            None => None,
-            Some(c) => {
-                let (handle, n) = self.copy_in_device(z, offs, c).await?;
-                moved += n;
-                Some(handle)
-            }
-        };
         let t_write = self.inner.sim.now();
         Ok(SegmentCleaning {
             init: t_init - t0,
@@ -2886,7 +2887,6 @@ impl Fs {
             write: t_write - t_read,
             moved,
             writes,
-            copy,
         })
     }
 
@@ -2911,7 +2911,7 @@ impl Fs {
     }
 
     /// IZC's copy offloading (seed 000 §3.2.1) of a data victim: every block still valid at
-    /// offsets `offs` (a segment) of victim `z`, except dirty nodes (the checkpoint writes
+    /// offsets `offs` of victim `z`, except dirty nodes (the checkpoint writes
     /// those; node blocks are here only in a zone no log has written since mount, whose kind
     /// is not known), gets a destination in the cold data or cold node log and is copied there
     /// by the device with one zone_compaction per destination zone. Node pointers and NAT

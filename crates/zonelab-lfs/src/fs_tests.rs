@@ -498,11 +498,13 @@ fn internal_zone_compaction_moves_blocks_in_the_device() {
     assert!(copybacks[1] > 0.5, "CAB copyback share: {copybacks:?}");
 }
 
-/// A zone of several segments is cleaned segment by segment, as F2FS cleans a section: with
-/// IZC one zone_compaction per segment (the published ZNS+ F2FS sends one per
-/// gc_data_segment call); host copy and IZC both read back and check clean.
+/// A zone of several segments is cleaned segment by segment, as F2FS cleans a section, but
+/// IZC's device copies one reserved region for the whole victim (the paper's segment is the
+/// zone, seed 000 §4.4): one zone_compaction per destination zone the region falls in, so at
+/// most two a victim, where one a segment would be four. Host copy and IZC both read back and
+/// check clean.
 #[test]
-fn cleaning_goes_segment_by_segment() {
+fn cleaning_goes_segment_by_segment_and_the_device_copies_the_zone_at_once() {
     let format = FormatOptions {
         segs_per_zone: 4,
         ..FormatOptions::default()
@@ -531,7 +533,7 @@ fn cleaning_goes_segment_by_segment() {
     let plus = stack.device().borrow().zoned().unwrap().znsplus_counters();
     assert!(st.zones_cleaned_in_device > 0, "{st:?}");
     assert!(
-        plus.compactions >= 2 * st.zones_cleaned_in_device,
+        plus.compactions > 0 && plus.compactions <= 2 * st.zones_cleaned_in_device,
         "{} zone_compactions for {} zones of 4 segments",
         plus.compactions,
         st.zones_cleaned_in_device
