@@ -2525,6 +2525,50 @@ mod tests {
         );
     }
 
+    /// One zone_compaction of 1,200 whole chunks, each to the chunk before it (another chip,
+    /// so read and program), on 32 dies sharing 8 channels: the dies' own work (a read and a
+    /// program per chunk, ~17 ms) bounds it; the channels carry two transfers a chunk, well
+    /// within their time. Remembering too few gaps on the dies' and channels' timelines
+    /// pushed reads and transfers later, to 2.1 times the bound.
+    #[test]
+    fn a_large_compaction_over_shared_channels_keeps_the_dies_busy() {
+        let items: Vec<String> = [
+            "channels=8",
+            "chips_per_channel=4",
+            "zone_dies=32",
+            "zones=4",
+            "zone_size=64MiB",
+            "blocks_per_plane=12",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let p = Profile::load("znsplus-mlc", &Profile::parse_overrides(&items).unwrap()).unwrap();
+        let mut d = ZonedDevice::new(p, PayloadMode::Fingerprint).unwrap();
+        let zs = d.zones().geometry().zone_size;
+        let fps: Vec<u64> = (0..64).collect();
+        let mut t = Nanos(0);
+        for k in (0..d.zones().geometry().zone_capacity).step_by(64) {
+            let c = d.write(t, t, Lba(k), WriteData::Fingerprints(&fps), false);
+            assert!(c.status.is_ok(), "{:?}", c.status);
+            t = c.done;
+        }
+        let t = t + LATER;
+        let chunks = 1200u64;
+        let src: Vec<Lba> = (0..chunks * 4).map(|b| Lba(b + 4)).collect();
+        let dst: Vec<Lba> = (0..chunks * 4).map(|b| Lba(zs + b)).collect();
+        let c = compact(&mut d, t, &src, &dst);
+        assert!(c.status.is_ok(), "{:?}", c.status);
+        assert_eq!(d.znsplus_counters().readprogram_copies, chunks);
+        let f = d.flash.timing();
+        let per_die = chunks.div_ceil(32) * (f.read + f.page_transfer + f.program).0;
+        let took = (c.done - t).0;
+        assert!(
+            took < per_die * 3 / 2,
+            "{took} ns for {chunks} copies; the dies' own work takes {per_die} ns"
+        );
+    }
+
     #[test]
     fn a_write_after_a_compaction_holds_back_only_its_own_chips_copies() {
         // Read + program copies (chunk k -> chunk k + 1) into zone 1 keep every chip busy;
