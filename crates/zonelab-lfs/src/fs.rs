@@ -2647,8 +2647,9 @@ impl Fs {
             moved += seg.moved;
             moves.extend(seg.writes);
         }
-        // IZC: the device copies what the host left (seed 000 §3.2.1 "Copy Offloading"), with
-        // one reserved region and one zone_compaction for the whole victim. The paper's F2FS
+        // IZC: the device copies what the host left (seed 000 §3.2.1 "Copy Offloading"), into
+        // one reserved region for the whole victim (a zone_compaction per destination zone it
+        // falls in). The paper's F2FS
         // segment is the zone (§4; §4.4: "as the number of flash chips increased, the segment
         // size also increased"), so CAB (§3.3.1) pairs source and destination chunks over the
         // zone; with a 2 MiB segment's region, a chip holding more whole chunks than the
@@ -2656,7 +2657,7 @@ impl Fs {
         // copy before the checkpoint.
         if let Some(c) = in_storage {
             let t = self.inner.sim.now();
-            let (copy, n) = self.copy_in_device(z, 0..layout.blocks_per_zone, c).await?;
+            let (copy, n) = self.copy_in_device(z, c).await?;
             time.write += self.inner.sim.now() - t;
             moved += n;
             moves.push(copy);
@@ -2910,8 +2911,8 @@ impl Fs {
         Ok(())
     }
 
-    /// IZC's copy offloading (seed 000 §3.2.1) of a data victim: every block still valid at
-    /// offsets `offs` of victim `z`, except dirty nodes (the checkpoint writes
+    /// IZC's copy offloading (seed 000 §3.2.1) of a data victim: every block still valid in
+    /// victim `z`, except dirty nodes (the checkpoint writes
     /// those; node blocks are here only in a zone no log has written since mount, whose kind
     /// is not known), gets a destination in the cold data or cold node log and is copied there
     /// by the device with one zone_compaction per destination zone. Node pointers and NAT
@@ -2920,9 +2921,9 @@ impl Fs {
     async fn copy_in_device(
         &self,
         z: u32,
-        offs: std::ops::Range<u32>,
         copy: InStorage,
     ) -> FsResult<(zonelab_sim::JoinHandle<FsResult<()>>, u64)> {
+        let offs = 0..self.inner.st.borrow().segs.layout.blocks_per_zone;
         loop {
             // Data blocks are repointed in their owner nodes, which must be resident; node
             // blocks are repointed in the NAT and need not be read (seed 000 §3.2.1).
