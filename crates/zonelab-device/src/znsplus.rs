@@ -2529,7 +2529,7 @@ mod tests {
     /// so read and program), on 32 dies sharing 8 channels: the dies' own work (a read and a
     /// program per chunk, ~17 ms) bounds it; the channels carry two transfers a chunk, well
     /// within their time. Remembering too few gaps on the dies' and channels' timelines
-    /// pushed reads and transfers later, to 2.1 times the bound.
+    /// pushed reads and transfers later, to 2.2 times the bound.
     #[test]
     fn a_large_compaction_over_shared_channels_keeps_the_dies_busy() {
         let items: Vec<String> = [

@@ -2649,12 +2649,11 @@ impl Fs {
         }
         // IZC: the device copies what the host left (seed 000 §3.2.1 "Copy Offloading"), into
         // one reserved region for the whole victim (a zone_compaction per destination zone it
-        // falls in). The paper's F2FS
-        // segment is the zone (§4; §4.4: "as the number of flash chips increased, the segment
-        // size also increased"), so CAB (§3.3.1) pairs source and destination chunks over the
-        // zone; with a 2 MiB segment's region, a chip holding more whole chunks than the
-        // region gives it copies the rest by read and program. The host does not wait for the
-        // copy before the checkpoint.
+        // falls in). The paper's F2FS segment is the zone (§4; §4.4: "as the number of flash
+        // chips increased, the segment size also increased"), so CAB (§3.3.1) pairs source
+        // and destination chunks over the zone; with a 2 MiB segment's region, a chip holding
+        // more whole chunks than the region gives it copies the rest by read and program. The
+        // host does not wait for the copy before the checkpoint.
         if let Some(c) = in_storage {
             let t = self.inner.sim.now();
             let (copy, n) = self.copy_in_device(z, c).await?;
@@ -2912,12 +2911,12 @@ impl Fs {
     }
 
     /// IZC's copy offloading (seed 000 §3.2.1) of a data victim: every block still valid in
-    /// victim `z`, except dirty nodes (the checkpoint writes
-    /// those; node blocks are here only in a zone no log has written since mount, whose kind
-    /// is not known), gets a destination in the cold data or cold node log and is copied there
-    /// by the device with one zone_compaction per destination zone. Node pointers and NAT
-    /// entries are repointed at once (the copy is readable as soon as the device's write
-    /// pointer passes it). Returns the copy's handle and its block count.
+    /// victim `z`, except dirty nodes (the checkpoint writes those; node blocks are here only
+    /// in a zone no log has written since mount, whose kind is not known), gets a destination
+    /// in the cold data or cold node log and is copied there by the device with one
+    /// zone_compaction per destination zone. Node pointers and NAT entries are repointed at
+    /// once (the copy is readable as soon as the device's write pointer passes it). Returns
+    /// the copy's handle and its block count.
     async fn copy_in_device(
         &self,
         z: u32,
