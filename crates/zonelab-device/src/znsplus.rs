@@ -2546,14 +2546,7 @@ mod tests {
         let p = Profile::load("znsplus-mlc", &Profile::parse_overrides(&items).unwrap()).unwrap();
         let mut d = ZonedDevice::new(p, PayloadMode::Fingerprint).unwrap();
         let zs = d.zones().geometry().zone_size;
-        let fps: Vec<u64> = (0..64).collect();
-        let mut t = Nanos(0);
-        for k in (0..d.zones().geometry().zone_capacity).step_by(64) {
-            let c = d.write(t, t, Lba(k), WriteData::Fingerprints(&fps), false);
-            assert!(c.status.is_ok(), "{:?}", c.status);
-            t = c.done;
-        }
-        let t = t + LATER;
+        let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
         let chunks = 1200u64;
         let src: Vec<Lba> = (0..chunks * 4).map(|b| Lba(b + 4)).collect();
         let dst: Vec<Lba> = (0..chunks * 4).map(|b| Lba(zs + b)).collect();

@@ -718,6 +718,17 @@ pub(crate) fn assign_destinations(
     }
 }
 
+/// Clears a node's block slots from `from` on: the (slot, address) of each that held a block.
+fn clear_slots(addrs: &mut [BlkAddr], from: usize) -> Vec<(usize, BlkAddr)> {
+    addrs
+        .iter_mut()
+        .enumerate()
+        .skip(from)
+        .filter(|(_, a)| **a != NULL_ADDR)
+        .map(|(s, a)| (s, std::mem::replace(a, NULL_ADDR)))
+        .collect()
+}
+
 /// Temperature of a node (F2FS: hot = direct nodes of directories, warm = direct nodes of
 /// files, cold = indirect nodes).
 fn node_temp(node: &Node, dir: bool) -> Temp {
@@ -2100,12 +2111,7 @@ impl Fs {
             let mut st = self.inner.st.borrow_mut();
             let st = &mut *st;
             let n = st.cache.node_mut(ino as Nid).expect("resident");
-            let mut freed = Vec::new();
-            for s in (from.min(INODE_ADDRS as u64) as usize)..n.addrs.len() {
-                if n.addrs[s] != NULL_ADDR {
-                    freed.push((s, std::mem::replace(&mut n.addrs[s], NULL_ADDR)));
-                }
-            }
+            let freed = clear_slots(&mut n.addrs, from.min(INODE_ADDRS as u64) as usize);
             let i = n.inode_mut().expect("inode");
             i.blocks -= freed.len() as u64;
             for (s, a) in freed {
@@ -2172,12 +2178,7 @@ impl Fs {
                 let st = &mut *st;
                 let node = st.cache.node_mut(nid).expect("resident");
                 let start = from.saturating_sub(base) as usize;
-                let mut freed = Vec::new();
-                for s in start..node.addrs.len() {
-                    if node.addrs[s] != NULL_ADDR {
-                        freed.push((s, std::mem::replace(&mut node.addrs[s], NULL_ADDR)));
-                    }
-                }
+                let freed = clear_slots(&mut node.addrs, start);
                 let empty = node.addrs.iter().all(|&a| a == NULL_ADDR);
                 st.cache.dirty_node(nid);
                 let count = freed.len() as u64;
@@ -3181,12 +3182,14 @@ impl Fs {
     pub(crate) async fn hold_background(&self) -> BackgroundHold {
         let inner = &self.inner;
         inner.background_held.set(inner.background_held.get() + 1);
+        // Made before the wait, so a caller dropped while waiting lets go too.
+        let hold = BackgroundHold {
+            inner: inner.clone(),
+        };
         while inner.background_busy.get() {
             inner.background_done.notified().await;
         }
-        BackgroundHold {
-            inner: self.inner.clone(),
-        }
+        hold
     }
 
     /// [`Fs::check`] and what only a file system at rest can be checked for (a fresh mount,
