@@ -150,12 +150,9 @@ impl Timeline {
     /// First fit for a request that starts before the end of the last reservation.
     #[inline(never)]
     fn reserve_in_gap(&mut self, earliest: Nanos, duration: Nanos) -> Nanos {
-        // Skip intervals that end before the request; then first fit. The request usually
-        // lands near the end, so search from there (ends increase along the list).
-        let mut idx = self.busy.len();
-        while idx > self.head && self.busy[idx - 1].1 > earliest {
-            idx -= 1;
-        }
+        // Skip the intervals that end by the request (ends increase along the list, so a
+        // binary search: a deep copy queue keeps up to `MAX_INTERVALS` live); then first fit.
+        let mut idx = self.head + self.live().partition_point(|&(_, e)| e <= earliest);
         let mut start = earliest;
         while idx < self.busy.len() {
             let (s, e) = self.busy[idx];
