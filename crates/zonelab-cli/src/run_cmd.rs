@@ -433,6 +433,12 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
     // A ratio over nothing written is undefined: null in the JSON, "n/a" on the console.
     let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
     let host_waf = ratio(fs_writes, report.bytes_written);
+    // Seed 000's WAF (§4.2, Fig. 8b): the file system's writes and the copies the device makes
+    // on its behalf (IZC's zone_compaction, ZNS+'s internal plugging), per byte users wrote.
+    let sections = counter_sections(&w, exp.fs.segs_per_zone as u64);
+    let traffic = |key: &str| sections["traffic_bytes"][key].as_u64().unwrap_or(0);
+    let device_copies = traffic("device_copy") + traffic("plugging");
+    let logical_waf = ratio(fs_writes + device_copies, report.bytes_written);
     // Flash programs per host write, over both devices when the metadata is on a companion.
     let cn = |section: &str, key: &str| w["companion"][section][key].as_u64().unwrap_or(0);
     let cpage = companion_profile
@@ -484,7 +490,7 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
             "counters": report.counters,
         },
         "window": { "from_ns": from.0, "to_ns": report_end.0 },
-        "waf": { "host": host_waf, "flash": flash_waf, "total": total_waf },
+        "waf": { "host": host_waf, "logical": logical_waf, "flash": flash_waf, "total": total_waf },
         "fs": { "statfs": statfs },
         "timeline": {
             "bucket_ms": 100,
@@ -495,7 +501,6 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
         "verify": report.verify,
         "fsck": { "clean": problems.is_empty(), "problems": problems },
     });
-    let sections = counter_sections(&w, exp.fs.segs_per_zone as u64);
     for key in ["traffic_bytes", "gc", "device"] {
         result[key] = sections[key].clone();
     }
@@ -526,8 +531,9 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
         report.simulated_secs
     );
     summary += &format!(
-        "write amplification: host {}, flash {}; zones cleaned {}; reads checked {}, mismatches {}; fsck {}",
+        "write amplification: host {}, with device copies {}, flash {}; zones cleaned {}; reads checked {}, mismatches {}; fsck {}",
         show(host_waf),
+        show(logical_waf),
         show(flash_waf),
         n("fs", "zones_cleaned"),
         report.verify.reads_checked,
