@@ -179,6 +179,16 @@ fn zns_plus_quick_has_every_item_plot_and_clean_run() {
             .unwrap()
             > 0
     );
+    // Fig 8's WAF is the paper's: the device's plugging counts (§4.2), so it is above the
+    // host's.
+    let waf = items
+        .iter()
+        .find(|i| i["metric"] == "WAF at 90% utilization, ZNS+")
+        .expect("ZNS+'s WAF")["zonelab"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(waf, plus["waf"]["logical"].as_f64().unwrap());
+    assert!(waf > plus["waf"]["host"].as_f64().unwrap(), "{waf}");
     let _ = std::fs::remove_dir_all(&out);
 }
 
