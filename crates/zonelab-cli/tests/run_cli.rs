@@ -12,6 +12,19 @@ fn temp(name: &str) -> PathBuf {
     p
 }
 
+/// A run's `waf.logical` is seed 000's WAF (§4.2): its host WAF plus the device's copies for the
+/// file system (zone_compaction and plugging) per byte users wrote.
+fn the_logical_waf_counts_the_device_copies(v: &serde_json::Value) {
+    let (t, w) = (&v["traffic_bytes"], &v["waf"]);
+    let copies = t["device_copy"].as_u64().unwrap() + t["plugging"].as_u64().unwrap();
+    let user = v["workload"]["bytes_written"].as_u64().unwrap() as f64;
+    let (host, logical) = (w["host"].as_f64().unwrap(), w["logical"].as_f64().unwrap());
+    assert!(
+        (logical - host - copies as f64 / user).abs() < 1e-9,
+        "{w} {t}"
+    );
+}
+
 fn experiment() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../experiments/fileserver-small.toml")
 }
@@ -69,6 +82,7 @@ fn a_small_fileserver_run_is_verified_clean_and_deterministic() {
     assert!(v["throughput"]["ops_per_sec"].as_f64().unwrap() > 0.0);
     // Below 1 is possible: files deleted before writeback never reach the device.
     assert!(v["waf"]["host"].as_f64().unwrap() > 0.0);
+    the_logical_waf_counts_the_device_copies(&v);
     // Counters cover the measured window; the timeline the whole run, per 100 ms.
     let (from, to) = (
         v["window"]["from_ns"].as_u64().unwrap(),
@@ -351,17 +365,8 @@ fn an_izc_run_compacts_zones_inside_the_device() {
         cb > rp,
         "copyback-aware allocation: {cb} copybacks, {rp} read+program"
     );
-    let t = &v["traffic_bytes"];
-    let copied = t["device_copy"].as_u64().unwrap();
-    assert!(copied > 0);
-    // The device's copies are not the host's writes, but seed 000's WAF (§4.2) counts them.
-    let w = &v["waf"];
-    let (host, logical) = (w["host"].as_f64().unwrap(), w["logical"].as_f64().unwrap());
-    let user = v["workload"]["bytes_written"].as_u64().unwrap() as f64;
-    assert!(
-        (logical - host - copied as f64 / user).abs() < 1e-9,
-        "{w} {t}"
-    );
+    assert!(v["traffic_bytes"]["device_copy"].as_u64().unwrap() > 0);
+    the_logical_waf_counts_the_device_copies(&v);
     std::fs::remove_file(&out).ok();
 }
 
@@ -423,17 +428,11 @@ fn a_znsplus_run_reclaims_zones_by_threaded_logging() {
     let plugged = d["plugged_blocks_background"].as_u64().unwrap()
         + d["plugged_blocks_on_demand"].as_u64().unwrap();
     assert!(plugged > 0, "{d}");
-    let t = &v["traffic_bytes"];
-    assert_eq!(t["plugging"].as_u64().unwrap(), plugged * 4096);
-    // Seed 000's WAF (§4.2) counts the plugging and compaction's copies with the host's writes.
-    let w = &v["waf"];
-    let (host, logical) = (w["host"].as_f64().unwrap(), w["logical"].as_f64().unwrap());
-    let copies = t["plugging"].as_u64().unwrap() + t["device_copy"].as_u64().unwrap();
-    let user = v["workload"]["bytes_written"].as_u64().unwrap() as f64;
-    assert!(
-        (logical - host - copies as f64 / user).abs() < 1e-9,
-        "{w} {t}"
+    assert_eq!(
+        v["traffic_bytes"]["plugging"].as_u64().unwrap(),
+        plugged * 4096
     );
+    the_logical_waf_counts_the_device_copies(&v);
     std::fs::remove_file(&out).ok();
 }
 
