@@ -158,13 +158,17 @@ fn zns_plus_quick_has_every_item_plot_and_clean_run() {
     );
     // Fig 6 reports how full the cleaned zones were, from the run's own counters: blocks
     // moved per zone cleaned, of a 16-chip zone's 8192 blocks.
+    // ZoneLab's value of the item named `metric` (exactly).
+    let zonelab_of = |metric: &str| {
+        items
+            .iter()
+            .find(|i| i["metric"] == metric)
+            .unwrap_or_else(|| panic!("no item {metric}"))["zonelab"]
+            .as_f64()
+            .unwrap()
+    };
     let izc = run("fileserver/IZC/mlc/u90/c16/l2");
-    let valid = items
-        .iter()
-        .find(|i| i["metric"] == "valid share of the zones compaction cleaned, fileserver, IZC")
-        .expect("the victims' valid share")["zonelab"]
-        .as_f64()
-        .unwrap();
+    let valid = zonelab_of("valid share of the zones compaction cleaned, fileserver, IZC");
     let want = 100.0 * izc["gc"]["blocks_moved"].as_f64().unwrap()
         / izc["gc"]["zones_cleaned"].as_f64().unwrap()
         / 8192.0;
@@ -181,12 +185,7 @@ fn zns_plus_quick_has_every_item_plot_and_clean_run() {
     );
     // Fig 8's WAF is the paper's: the device's plugging counts (§4.2), so it is above the
     // host's.
-    let waf = items
-        .iter()
-        .find(|i| i["metric"] == "WAF at 90% utilization, ZNS+")
-        .expect("ZNS+'s WAF")["zonelab"]
-        .as_f64()
-        .unwrap();
+    let waf = zonelab_of("WAF at 90% utilization, ZNS+");
     assert_eq!(waf, plus["waf"]["logical"].as_f64().unwrap());
     assert!(waf > plus["waf"]["host"].as_f64().unwrap(), "{waf}");
     let _ = std::fs::remove_dir_all(&out);
