@@ -30,7 +30,7 @@
 use crate::payload::{DataStore, PayloadMode, Prior};
 use crate::zone::ZoneId;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use zonelab_sim::Nanos;
 
 /// What a power cut did.
@@ -54,6 +54,11 @@ struct PendingZone {
     base: u64,
     /// `(t, n)`: from `t` on, the first `n` blocks are durable. Both grow along the queue.
     events: VecDeque<(Nanos, u64)>,
+    /// Programs placed ahead of the durable prefix's frontier, as `from -> (to, done)`: the
+    /// chips start a zone's queued copies as each becomes free, not in block order, and a
+    /// program counts towards the prefix once every block before it has one.
+    #[serde(default)]
+    ahead: BTreeMap<u64, (u64, Nanos)>,
 }
 
 impl PendingZone {
@@ -69,6 +74,27 @@ impl PendingZone {
             .rev()
             .find(|e| e.0 <= at)
             .map_or(self.base, |e| e.1)
+    }
+
+    /// Blocks `from..to` are programmed by `done`: they join the durable prefix at once if
+    /// they continue it, else once the blocks before them do.
+    fn program(&mut self, done: Nanos, from: u64, to: u64) {
+        if from > self.covered() {
+            self.ahead.insert(from, (to, done));
+            return;
+        }
+        self.push(done, to);
+        self.join_ahead();
+    }
+
+    /// The programs ahead that now continue the prefix join it.
+    fn join_ahead(&mut self) {
+        while let Some((&from, &(to, done))) = self.ahead.first_key_value()
+            && from <= self.covered()
+        {
+            self.ahead.remove(&from);
+            self.push(done, to);
+        }
     }
 
     fn prune(&mut self, now: Nanos) {
@@ -147,6 +173,7 @@ impl SeqDurability {
                     zone,
                     base: held,
                     events: VecDeque::new(),
+                    ahead: BTreeMap::new(),
                 });
                 self.slot[zone as usize] = self.pending.len() as u32;
             }
@@ -166,13 +193,14 @@ impl SeqDurability {
         }
     }
 
-    /// The first `blocks` blocks of `zone` are on flash once a program completing at `done`
-    /// has. The zone has an entry (its data was just written).
-    pub(crate) fn programmed(&mut self, zone: u32, done: Nanos, blocks: u64) {
+    /// Blocks `from..to` of `zone` are on flash once a program completing at `done` has, and
+    /// the zone's blocks before them once theirs have. The zone has an entry (its data was
+    /// written, and the entry stays while any block of it has no program).
+    pub(crate) fn programmed(&mut self, zone: u32, done: Nanos, from: u64, to: u64) {
         let i = self
             .index(zone)
             .expect("a zone being programmed was written");
-        self.pending[i].push(done, blocks);
+        self.pending[i].program(done, from, to);
     }
 
     /// The zone's data no longer needs tracking (reset, or finish: a management command counts
@@ -233,6 +261,7 @@ impl SeqDurability {
                 continue;
             }
             p.push(done, w);
+            p.join_ahead();
             i += 1;
         }
     }
@@ -296,6 +325,22 @@ impl SeqDurability {
                 return Err(format!(
                     "zone {}: {} blocks durable of {w} written",
                     p.zone, last.1
+                ));
+            }
+            if let Some((&from, &(to, _))) = p.ahead.iter().next_back()
+                && to > w
+            {
+                return Err(format!(
+                    "zone {}: blocks {from}..{to} programmed of {w} written",
+                    p.zone
+                ));
+            }
+            if p.ahead.keys().next().is_some_and(|&from| from <= last.1)
+                || p.ahead.iter().any(|(&from, &(to, _))| to <= from)
+            {
+                return Err(format!(
+                    "zone {}: programs ahead of its durable prefix out of order",
+                    p.zone
                 ));
             }
         }
@@ -473,6 +518,7 @@ mod tests {
             zone: 0,
             base: 0,
             events: VecDeque::new(),
+            ahead: BTreeMap::new(),
         };
         p.push(Nanos(500), 4); // page 0 on a busy die
         p.push(Nanos(300), 8); // page 1 done earlier: durable only with page 0
@@ -489,14 +535,45 @@ mod tests {
         assert_eq!(p.durable_at(Nanos(600)), 8);
     }
 
+    /// Queued copies start as their chips become free, so a zone's chunks may be programmed
+    /// out of block order: a later chunk counts only once the chunks before it have programs,
+    /// and then from the latest of their completions.
+    #[test]
+    fn a_chunk_programmed_ahead_waits_for_the_chunks_before_it() {
+        let mut s = SeqDurability::default();
+        let written = [12u64];
+        s.writing(Nanos(0), 0, 0, Nanos(1), |z| written[z as usize], 1);
+        s.programmed(0, Nanos(100), 8, 12);
+        s.programmed(0, Nanos(900), 4, 8);
+        assert_eq!(
+            s.take_at(Nanos(10_000)),
+            vec![(0, 0)],
+            "chunk 0 has no program"
+        );
+        let mut s = SeqDurability::default();
+        s.writing(Nanos(0), 0, 0, Nanos(1), |z| written[z as usize], 1);
+        s.programmed(0, Nanos(100), 8, 12);
+        s.programmed(0, Nanos(900), 4, 8);
+        s.programmed(0, Nanos(300), 0, 4);
+        // Pruning by a later write must not drop the zone while its prefix is short.
+        s.writing(Nanos(200), 0, 12, Nanos(201), |z| written[z as usize], 1);
+        assert_eq!(s.take_at(Nanos(899)), vec![(0, 4)]);
+        let mut s = SeqDurability::default();
+        s.writing(Nanos(0), 0, 0, Nanos(1), |z| written[z as usize], 1);
+        s.programmed(0, Nanos(100), 8, 12);
+        s.programmed(0, Nanos(900), 4, 8);
+        s.programmed(0, Nanos(300), 0, 4);
+        assert_eq!(s.take_at(Nanos(900)), vec![(0, 12)]);
+    }
+
     #[test]
     fn zones_leave_the_table_once_durable() {
         let mut s = SeqDurability::default();
         let written = [6u64, 4, 0];
         s.writing(Nanos(0), 0, 0, Nanos(1), |z| written[z as usize], 3);
-        s.programmed(0, Nanos(100), 4);
+        s.programmed(0, Nanos(100), 0, 4);
         s.writing(Nanos(0), 1, 0, Nanos(1), |z| written[z as usize], 3);
-        s.programmed(1, Nanos(200), 4);
+        s.programmed(1, Nanos(200), 0, 4);
         assert_eq!(s.unscheduled(|z| written[z as usize]), vec![0]);
         s.flushed(Nanos(50), Nanos(300), |z| written[z as usize]);
         // Zone 1's data was all scheduled already: the flush adds an event to zone 0 only.
@@ -515,8 +592,8 @@ mod tests {
     fn a_cut_keeps_the_prefix_durable_then() {
         let mut s = SeqDurability::default();
         s.writing(Nanos(0), 2, 0, Nanos(1), |_| 10, 4);
-        s.programmed(2, Nanos(100), 4);
-        s.programmed(2, Nanos(150), 8);
+        s.programmed(2, Nanos(100), 0, 4);
+        s.programmed(2, Nanos(150), 4, 8);
         s.flushed(Nanos(0), Nanos(400), |_| 10);
         assert_eq!(s.clone().take_at(Nanos(99)), vec![(2, 0)]);
         assert_eq!(s.clone().take_at(Nanos(120)), vec![(2, 4)]);

@@ -600,7 +600,7 @@ impl ZonedDevice {
             self.buffer.release_at(done, lpc);
             self.progress[zone.0 as usize].programmed_chunks = c + 1;
             if !plp {
-                self.track_program(zone, done, (c + 1) * lpc);
+                self.track_program(zone, done, c);
             }
             last = last.max(done);
         }
@@ -771,10 +771,14 @@ impl ZonedDevice {
         undo.push(zone.0, off, prior, durable, false);
     }
 
-    /// The first `blocks` blocks of `zone` are durable once a program completing at `done` is.
+    /// Chunk `chunk` of `zone` is on flash once a program completing at `done` is, and the
+    /// zone's blocks up to its end once the chunks before it are.
     #[inline(never)]
-    pub(crate) fn track_program(&mut self, zone: ZoneId, done: Nanos, blocks: u64) {
-        self.durability.seq.programmed(zone.0, done, blocks);
+    pub(crate) fn track_program(&mut self, zone: ZoneId, done: Nanos, chunk: u64) {
+        let lpc = self.lbas_per_chunk.get();
+        self.durability
+            .seq
+            .programmed(zone.0, done, chunk * lpc, (chunk + 1) * lpc);
     }
 
     /// The current completion time of a management command (zone reset) that promised

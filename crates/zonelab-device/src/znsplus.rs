@@ -784,7 +784,7 @@ impl ZonedDevice {
     /// pointer makes nothing durable by itself: the zone's prefix has not reached the chunk.
     pub(crate) fn note_copy_durable(&mut self, zone: u32, chunk: u64, done: Nanos) {
         if !self.profile.controller.power_loss_protection {
-            self.track_program(ZoneId(zone), done, (chunk + 1) * self.lbas_per_chunk.get());
+            self.track_program(ZoneId(zone), done, chunk);
         }
     }
 
@@ -1072,7 +1072,8 @@ impl ZonedDevice {
     /// placed, so they cannot wait in the queue): starts at once the zone's queued copies to
     /// the dies the write's chunks are programmed on, since a page is programmed after the
     /// pages before it in its flash block (and a chunk a copy left partly filled is completed
-    /// by this write). The zone's copies to other dies stay queued.
+    /// by this write). The zone's copies to other dies stay queued; the write's blocks are
+    /// durable only once theirs are too (the durable part of a zone is a prefix).
     pub(crate) fn force_copies_before_write(&mut self, now: Nanos, zone: u32, off: u64, nlb: u64) {
         if !self.plus.copy_queue.has_zone(zone) {
             return;
@@ -2741,6 +2742,56 @@ mod tests {
         assert_eq!(d.zone(ZoneId(1)).wp, Lba(124));
         for k in 0..56u64 {
             assert_eq!(fp_of(&mut d, f.done, 68 + k), fp(k), "copied block {k}");
+        }
+    }
+
+    /// Without power-loss protection a write behind copies queued into its zone starts those
+    /// on its own dies only; the zone's durable part is a prefix, so a cut at the write's
+    /// completion, with copies to other dies still queued, keeps neither them nor the write.
+    /// Once everything is programmed (and later writes elsewhere have pruned the records), a
+    /// cut keeps all.
+    #[test]
+    fn without_power_loss_protection_a_write_is_durable_only_after_the_copies_before_it() {
+        let (mut d, ticket, t, _) =
+            copies_queued_into_zone_1_with(&["power_loss_protection=false"]);
+        let w = d.write(
+            t,
+            t,
+            Lba(124),
+            WriteData::Fingerprints(&[900, 901, 902, 903]),
+            false,
+        );
+        assert!(w.status.is_ok(), "{:?}", w.status);
+        assert!(d.has_queued_copies(), "copies to other dies stay queued");
+        let mut cut = d.clone();
+        let r = cut.power_cut(w.done);
+        assert!(r.rolled_back.contains(&ZoneId(1)), "{r:?}");
+        assert!(
+            cut.zone(ZoneId(1)).wp < Lba(124),
+            "the write outlived copies before it"
+        );
+        // Writes to zone 3 until the copies are done prune the durability records.
+        let end = d.ticket_completion(ticket).max(w.done);
+        let mut at = w.done;
+        for k in 0..64u64 {
+            let c = d.write(
+                at,
+                at,
+                Lba(192 + k),
+                WriteData::Fingerprints(&[2000 + k]),
+                false,
+            );
+            assert!(c.status.is_ok(), "{:?}", c.status);
+            at = c.done.max(at + Nanos((end - w.done).0 / 32));
+        }
+        let r = d.power_cut(at);
+        assert!(!r.rolled_back.contains(&ZoneId(1)), "{r:?}");
+        assert_eq!(d.zone(ZoneId(1)).wp, Lba(128));
+        for k in 0..56u64 {
+            assert_eq!(fp_of(&mut d, at, 68 + k), fp(k), "copied block {k}");
+        }
+        for k in 0..4u64 {
+            assert_eq!(fp_of(&mut d, at, 124 + k), fp(900 + k), "written block {k}");
         }
     }
 
