@@ -638,4 +638,44 @@ mod tests {
         log.prune(Nanos(90));
         assert_eq!(log.size(), (0, 0));
     }
+
+    proptest::proptest! {
+        /// Whatever order a zone's chunks are programmed in, and however writes to another zone
+        /// prune the records meanwhile, a cut at `cut` keeps exactly the longest prefix of
+        /// chunks whose programs have all completed by then.
+        #[test]
+        fn the_durable_prefix_is_the_longest_run_of_completed_chunks(
+            programs in proptest::collection::vec((proptest::prelude::any::<u32>(), 1u64..1000), 1..12),
+            prunes in proptest::collection::vec(0u64..1000, 0..12),
+            cut in 0u64..1200,
+        ) {
+            const LPC: u64 = 4;
+            let chunks = programs.len() as u64;
+            let written = |z: u32| if z == 0 { chunks * LPC } else { 1 };
+            let mut s = SeqDurability::default();
+            s.writing(Nanos(0), 0, 0, Nanos(0), written, 2);
+            s.writing(Nanos(0), 1, 0, Nanos(0), written, 2);
+            // Chunk c is programmed by programs[c].1, in the order of the random keys.
+            let mut order: Vec<u64> = (0..chunks).collect();
+            order.sort_by_key(|&c| programs[c as usize].0);
+            let mut nows: Vec<u64> = prunes.iter().map(|&t| t.min(cut)).collect();
+            nows.sort_unstable();
+            for (k, &c) in order.iter().enumerate() {
+                s.programmed(0, Nanos(programs[c as usize].1), c * LPC, (c + 1) * LPC);
+                if let Some(&now) = nows.get(k) {
+                    s.writing(Nanos(now), 1, 1, Nanos(now), written, 2);
+                }
+            }
+            let kept = (0..chunks)
+                .take_while(|&c| programs[c as usize].1 <= cut)
+                .count() as u64
+                * LPC;
+            let durable = s
+                .take_at(Nanos(cut))
+                .into_iter()
+                .find(|&(z, _)| z == 0)
+                .map_or(chunks * LPC, |(_, n)| n);
+            proptest::prop_assert_eq!(durable, kept);
+        }
+    }
 }
