@@ -156,8 +156,6 @@ fn zns_plus_quick_has_every_item_plot_and_clean_run() {
         "fileserver/ZNS+/mlc/u90/c16/l2/pi512",
         "fs.options.checkpoint_pre_invalid=\"32MiB\"",
     );
-    // Fig 6 reports how full the cleaned zones were, from the run's own counters: blocks
-    // moved per zone cleaned, of a 16-chip zone's 8192 blocks.
     // ZoneLab's value of the item named `metric` (exactly).
     let zonelab_of = |metric: &str| {
         items
@@ -167,6 +165,8 @@ fn zns_plus_quick_has_every_item_plot_and_clean_run() {
             .as_f64()
             .unwrap()
     };
+    // Fig 6 reports how full the cleaned zones were, from the run's own counters: blocks
+    // moved per zone cleaned, of a 16-chip zone's 8192 blocks.
     let izc = run("fileserver/IZC/mlc/u90/c16/l2");
     let valid = zonelab_of("valid share of the zones compaction cleaned, fileserver, IZC");
     let want = 100.0 * izc["gc"]["blocks_moved"].as_f64().unwrap()

@@ -79,15 +79,12 @@ impl PendingZone {
     /// Blocks `from..to` are programmed by `done`: they join the durable prefix at once if
     /// they continue it, else once the blocks before them do.
     fn program(&mut self, done: Nanos, from: u64, to: u64) {
-        if from > self.covered() {
-            self.ahead.insert(from, (to, done));
-            return;
-        }
-        self.push(done, to);
+        self.ahead.insert(from, (to, done));
         self.join_ahead();
     }
 
-    /// The programs ahead that now continue the prefix join it.
+    /// The programs ahead that now continue the prefix join it (in block order, so the
+    /// prefix's time is the latest of its programs').
     fn join_ahead(&mut self) {
         while let Some((&from, &(to, done))) = self.ahead.first_key_value()
             && from <= self.covered()
