@@ -17,6 +17,7 @@ use zonelab_flash::BUSY_BUCKET;
 use zonelab_lfs::FileSystem;
 use zonelab_lfs::dev::Devices;
 use zonelab_lfs::fs::{Fs, FsStats};
+use zonelab_lfs::gc_log::GcEvent;
 use zonelab_lfs::policy::{HsrProfile, VictimKind};
 use zonelab_sim::{Nanos, Sim};
 use zonelab_workload::fs::{MeasureHook, WarmGate};
@@ -32,6 +33,12 @@ pub struct RunArgs {
     /// Where to write the result JSON (default: result.json).
     #[arg(long, short = 'o', default_value = "result.json")]
     output: PathBuf,
+    /// Also write the file system's reclamation log here, one JSON object a line: every
+    /// compaction (victim, method, blocks, phases), every choice between threaded logging and
+    /// compaction with the costs hybrid segment recycling weighed, and every periodic
+    /// checkpoint, with simulated times; `measured` marks the events of the measured window.
+    #[arg(long, value_name = "FILE")]
+    gc_log: Option<PathBuf>,
 }
 
 /// Samples taken every 100 simulated ms over the whole run (setup included).
@@ -178,10 +185,25 @@ fn mean(v: impl Iterator<Item = u64>) -> u64 {
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     let text = zonelab_device::profile::read_text(&a.experiment)
         .with_context(|| format!("cannot read experiment {}", a.experiment.display()))?;
+    // The log's file is opened first, so a path that cannot be written fails before the run.
+    let gc_log = a
+        .gc_log
+        .as_ref()
+        .map(|path| {
+            std::fs::File::create(path)
+                .map(|f| (path, f))
+                .with_context(|| format!("cannot write the reclamation log {}", path.display()))
+        })
+        .transpose()?;
     let o = execute(&text, &a.experiment.display().to_string(), &a.set)?;
     let json = serde_json::to_string_pretty(&o.result)?;
     std::fs::write(&a.output, json + "\n")
         .with_context(|| format!("cannot write {}", a.output.display()))?;
+    if let Some((path, mut file)) = gc_log {
+        use std::io::Write;
+        file.write_all(gc_log_lines(&o.gc_log, &o.gc_log_measured)?.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     println!("{}", o.summary);
     println!(
         "{:.1} s wall for {:.1} simulated s; result: {}",
@@ -194,6 +216,26 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(4)
     })
+}
+
+/// The reclamation log as JSON lines, each event with `measured`: whether it falls in the
+/// measured window (its index in `measured`).
+fn gc_log_lines(log: &[GcEvent], measured: &std::ops::Range<usize>) -> Result<String> {
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        #[serde(flatten)]
+        event: &'a GcEvent,
+        measured: bool,
+    }
+    let mut out = String::new();
+    for (i, event) in log.iter().enumerate() {
+        out += &serde_json::to_string(&Line {
+            event,
+            measured: measured.contains(&i),
+        })?;
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 /// Wall-clock figures of one experiment (printed, never part of the result JSON).
@@ -215,6 +257,10 @@ pub struct Outcome {
     /// Every read verified and fsck clean.
     pub ok: bool,
     pub wall: Wall,
+    /// The file system's reclamation log over the whole run, and the events of the measured
+    /// window in it.
+    pub gc_log: Vec<GcEvent>,
+    pub gc_log_measured: std::ops::Range<usize>,
 }
 
 /// Runs the experiment in TOML `text` (named `origin` in errors) with `KEY=VALUE` overrides,
@@ -311,7 +357,7 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
                     let stats = fs.stats();
                     let c = cns.as_ref().map(|c| c.borrow());
                     let snapshot = counters(&stats, &ns.borrow(), c.as_deref());
-                    *ws.borrow_mut() = Some((s2.now(), snapshot, stats.compaction.len()));
+                    *ws.borrow_mut() = Some((s2.now(), snapshot, fs.gc_log_len()));
                     ww.set(Some(Instant::now()));
                 })));
             }
@@ -400,7 +446,7 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
             let end = (
                 s.now(),
                 counters(&end_stats, &ns2.borrow(), c.as_deref()),
-                end_stats.compaction,
+                fs.gc_log(0),
             );
             drop(c);
             dn.set(true);
@@ -415,15 +461,16 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let (report, (report_end, end, compactions), problems, statfs) = outcome?;
+    let (report, (report_end, end, gc_log), problems, statfs) = outcome?;
     let wall_s = wall.elapsed().as_secs_f64();
 
     // Counters of the measured window: their values at its end less those at its start.
     // (A run that ends before its warm-up has an empty window.)
-    let (from, start, first_compaction) = window_start
+    let (from, start, first_event) = window_start
         .borrow_mut()
         .take()
-        .unwrap_or_else(|| (report_end, end.clone(), compactions.len()));
+        .unwrap_or_else(|| (report_end, end.clone(), gc_log.len()));
+    let measured = first_event.min(gc_log.len())..gc_log.len();
     let w = delta(&end, &start);
     let n = |section: &str, key: &str| w[section][key].as_u64().unwrap_or(0);
     let fs_writes: u64 = ["user_write", "node", "meta", "checkpoint", "gc_host_write"]
@@ -452,10 +499,14 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
     );
     let total_waf = host_waf.zip(flash_waf).map(|(h, f)| h * f);
     let show = |x: Option<f64>| x.map_or("n/a".to_string(), |x| format!("{x:.2}"));
-    // Data victims only, as the authors' F2FS times them for Fig. 6 (see CompactionTime).
-    let c: Vec<_> = compactions[first_compaction.min(compactions.len())..]
+    // Data victims only, as the authors' F2FS times them for Fig. 6 (gc.c adds a victim's
+    // time to `gc_data_time` only for data segments, and debug.c reports the phases of
+    // gc_data_segment).
+    let c: Vec<_> = gc_log[measured.clone()]
         .iter()
-        .filter(|x| x.data)
+        .filter_map(GcEvent::compaction)
+        .filter(|x| VictimKind::of(x.log) == VictimKind::Data)
+        .map(|x| x.phases_ns)
         .collect();
     let (init, read, write, cp) = (
         mean(c.iter().map(|x| x.init.0)),
@@ -558,5 +609,7 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
             measured_s: measured_wall,
             measured_simulated_s: (report_end - from).as_secs_f64(),
         },
+        gc_log,
+        gc_log_measured: measured,
     })
 }

@@ -308,33 +308,45 @@ fn a_run_with_the_metadata_on_a_companion_device_is_verified_and_clean() {
 }
 
 /// IZC (seed 000 §3.2.1): cleaning at 90% is done by the device's zone_compaction, mostly by
-/// copyback with copyback-aware allocation; the run is verified and fsck-clean.
+/// copyback with copyback-aware allocation; the run is verified and fsck-clean, and its
+/// reclamation log is the same bytes on a second run.
 #[test]
 fn an_izc_run_compacts_zones_inside_the_device() {
     let exp = experiment();
     let out = temp("izc.json");
-    let o = zonelab(&[
-        "run",
-        exp.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--set",
-        "device.set.zones=24",
-        "--set",
-        "fs.utilization=0.9",
-        "--set",
-        "workload.threads=8",
-        "--set",
-        "run.duration=\"1s\"",
-        "--set",
-        "fs.policy=izc",
-    ]);
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
+    let (log, again) = (temp("izc-gc.jsonl"), temp("izc-gc-again.jsonl"));
+    for l in [&log, &again] {
+        let o = zonelab(&[
+            "run",
+            exp.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--gc-log",
+            l.to_str().unwrap(),
+            "--set",
+            "device.set.zones=24",
+            "--set",
+            "fs.utilization=0.9",
+            "--set",
+            "workload.threads=8",
+            "--set",
+            "run.duration=\"1s\"",
+            "--set",
+            "fs.policy=izc",
+        ]);
+        assert!(
+            o.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        std::fs::read(&again).unwrap(),
+        "same experiment, same log"
     );
+    std::fs::remove_file(&again).ok();
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(v["fsck"]["clean"], true);
     assert_eq!(v["verify"]["mismatches"], 0);
@@ -367,7 +379,9 @@ fn an_izc_run_compacts_zones_inside_the_device() {
     );
     assert!(v["traffic_bytes"]["device_copy"].as_u64().unwrap() > 0);
     the_logical_waf_counts_the_device_copies(&v);
+    the_reclamation_log_accounts_for_the_window(&std::fs::read_to_string(&log).unwrap(), &v);
     std::fs::remove_file(&out).ok();
+    std::fs::remove_file(&log).ok();
 }
 
 /// ZNS+ (seed 000 §3.2.2, §3.3.2, Table 5): at 90% hybrid segment recycling reclaims most
@@ -377,11 +391,14 @@ fn an_izc_run_compacts_zones_inside_the_device() {
 fn a_znsplus_run_reclaims_zones_by_threaded_logging() {
     let exp = experiment();
     let out = temp("znsplus.json");
+    let log = temp("znsplus-gc.jsonl");
     let o = zonelab(&[
         "run",
         exp.to_str().unwrap(),
         "-o",
         out.to_str().unwrap(),
+        "--gc-log",
+        log.to_str().unwrap(),
         "--set",
         "device.set.zones=24",
         "--set",
@@ -433,7 +450,78 @@ fn a_znsplus_run_reclaims_zones_by_threaded_logging() {
         plugged * 4096
     );
     the_logical_waf_counts_the_device_copies(&v);
+    the_reclamation_log_accounts_for_the_window(&std::fs::read_to_string(&log).unwrap(), &v);
     std::fs::remove_file(&out).ok();
+    std::fs::remove_file(&log).ok();
+}
+
+/// `--gc-log`: one JSON object a line, in the order the events ended; the measured window's compactions and
+/// threaded-logging choices are the result's counts, its data victims' phases Fig. 6's means,
+/// and every choice HSR weighed went to the cheaper way.
+fn the_reclamation_log_accounts_for_the_window(text: &str, v: &serde_json::Value) {
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let measured: Vec<_> = events.iter().filter(|e| e["measured"] == true).collect();
+    let first = events.iter().position(|e| e["measured"] == true).unwrap();
+    assert!(
+        events[first..].iter().all(|e| e["measured"] == true),
+        "one window"
+    );
+    let of = |kind: &'static str| measured.iter().filter(move |e| e["event"] == kind);
+    let u = |x: &serde_json::Value| x.as_u64().unwrap();
+    assert_eq!(
+        of("compaction").count() as u64,
+        u(&v["gc"]["zones_cleaned"])
+    );
+    let chose = |how: &str| of("reclaim_choice").filter(|e| e["chose"] == how).count() as u64;
+    assert_eq!(
+        chose("threaded_logging"),
+        u(&v["gc"]["by_method"]["threaded_logging"])
+    );
+    assert_eq!(
+        chose("compaction"),
+        u(&v["gc"]["threaded_logging"]["compaction_preferred"])
+    );
+    for e in of("reclaim_choice") {
+        let w = &e["weighed"];
+        if !w.is_null() {
+            let (tl, sc) = (
+                w["c_tl_ns"].as_f64().unwrap(),
+                w["c_sc_ns"].as_f64().unwrap(),
+            );
+            assert_eq!(tl <= sc, e["chose"] == "threaded_logging", "{e}");
+        }
+    }
+    let data: Vec<u64> = of("compaction")
+        .filter(|e| e["log"].as_str().unwrap().ends_with("_data"))
+        .map(|e| {
+            ["init", "read", "write", "checkpoint"]
+                .iter()
+                .map(|p| u(&e["phases_ns"][p]))
+                .sum()
+        })
+        .collect();
+    let fig6 = &v["gc"]["compaction_ns"];
+    assert_eq!(data.len() as u64, u(&fig6["victims"]));
+    if !data.is_empty() {
+        let mean = data.iter().sum::<u64>() / data.len() as u64;
+        // The result sums the phases' means, each rounded down.
+        assert!(mean.abs_diff(u(&fig6["mean_total"])) < 4, "{mean} {fig6}");
+    }
+    // Each event is logged when it is over: a choice when made, a compaction once durable, a
+    // periodic checkpoint at its end.
+    let logged: Vec<u64> = events
+        .iter()
+        .map(|e| match e["event"].as_str().unwrap() {
+            "compaction" => u(&e["durable_ns"]),
+            "reclaim_choice" => u(&e["at_ns"]),
+            "periodic_checkpoint" => u(&e["end_ns"]),
+            other => panic!("unknown event {other}"),
+        })
+        .collect();
+    assert!(logged.windows(2).all(|w| w[0] <= w[1]), "{logged:?}");
 }
 
 /// `run.warmup_written`: the measured window opens only once the workload has written that

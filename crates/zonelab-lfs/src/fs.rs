@@ -11,6 +11,9 @@
 
 use crate::cache::{Cache, PageData, UnderWriteback};
 use crate::dev::{Dev, Devices, Traffic, TrafficBytes, join_all, merged_runs};
+use crate::gc_log::{
+    CompactionEvent, CompactionMethod, CompactionTime, GcEvent, PeriodicCheckpoint,
+};
 use crate::layout::{DeviceShape, FormatOptions, Layout, plan};
 use crate::ondisk::{
     BLOCK, BlkAddr, Checkpoint, DENT_SPACE, Dentry, FLAG_DENT, FLAG_FSYNC, Footer, INODE_ADDRS,
@@ -296,21 +299,6 @@ impl Default for FsOptions {
     }
 }
 
-/// Time spent in each phase of one cleaning (seed 000 Fig. 6). The checkpoint phase includes
-/// the checkpoint that opens a foreground round or follows the victim, and the wait for the
-/// moves it makes durable ([`Fs::foreground_round`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct CompactionTime {
-    pub init: Nanos,
-    pub read: Nanos,
-    pub write: Nanos,
-    pub checkpoint: Nanos,
-    /// The victim held data blocks (a data log's zone); Fig. 6 times these only, as the
-    /// authors' F2FS does (gc.c adds a victim's time to `gc_data_time` only for data
-    /// segments, and debug.c reports the phases of gc_data_segment).
-    pub data: bool,
-}
-
 /// What cleaning one segment of a victim did ([`Fs::clean_segment`]).
 struct SegmentCleaning {
     /// Time in its phases.
@@ -326,21 +314,13 @@ struct SegmentCleaning {
 /// A victim [`Fs::clean_zone`] has cleaned: prefree until a checkpoint makes its moves
 /// durable ([`Fs::checkpoint_cleaned`]).
 struct Cleaned {
-    /// Its phases so far (the checkpoint phase is added when it is made durable).
-    time: CompactionTime,
+    /// What it did so far (the checkpoint phase and the time it is durable are added by
+    /// [`Fs::checkpoint_cleaned`]).
+    event: CompactionEvent,
     /// The host's writes and the device's copies of its blocks, in flight.
     moves: Vec<zonelab_sim::JoinHandle<FsResult<()>>>,
-    /// The log that wrote it.
-    temp: Temp,
     /// Node and metadata blocks its moves modify (HSR's N_node + N_meta).
     modified_meta: u64,
-    /// Its valid blocks when cleaning began.
-    valid: u64,
-    /// Blocks it moved (host writes and device copies).
-    moved: u64,
-    /// The device copied them (IZC).
-    in_storage: bool,
-    foreground: bool,
 }
 
 /// File-system counters.
@@ -368,7 +348,6 @@ pub struct FsStats {
     pub threaded: ThreadedStats,
     /// What hybrid segment recycling profiled (znsplus policy): alpha's and beta's sums.
     pub hsr: HsrProfile,
-    pub compaction: Vec<CompactionTime>,
     pub traffic: TrafficBytes,
 }
 
@@ -472,6 +451,8 @@ pub(crate) struct State {
     /// threaded logging half of it ([`cleaning_threshold`]).
     pub clean_below: u32,
     pub stats: FsStats,
+    /// Space reclamation so far, event by event ([`crate::gc_log`]).
+    pub gc_log: Vec<GcEvent>,
     /// Inodes renamed or linked since the checkpoint, and inodes created since it: an fsync
     /// touching them checkpoints instead of relying on roll-forward.
     pub renamed_since_cp: BTreeSet<Ino>,
@@ -899,6 +880,7 @@ impl Fs {
             overprovision_zones: spare.overprovision,
             clean_below,
             stats: FsStats::default(),
+            gc_log: Vec::new(),
             renamed_since_cp: BTreeSet::new(),
             created_since_cp: BTreeSet::new(),
             unmounted: false,
@@ -1343,8 +1325,24 @@ impl Fs {
             if over(self) {
                 let _gc = self.inner.gc_lock.lock().await;
                 if over(self) {
+                    let start = self.inner.sim.now();
+                    let pre_invalid = self
+                        .inner
+                        .st
+                        .borrow()
+                        .segs
+                        .threaded
+                        .as_ref()
+                        .map_or(0, |th| th.pre_invalid_blocks());
                     self.checkpoint().await?;
-                    self.inner.st.borrow_mut().stats.periodic_checkpoints += 1;
+                    let mut st = self.inner.st.borrow_mut();
+                    st.stats.periodic_checkpoints += 1;
+                    st.gc_log
+                        .push(GcEvent::PeriodicCheckpoint(PeriodicCheckpoint {
+                            start_ns: start,
+                            end_ns: self.inner.sim.now(),
+                            pre_invalid_blocks: pre_invalid,
+                        }));
                 }
             }
         }
@@ -2312,6 +2310,7 @@ impl Fs {
             }
             // Roll-forward starts where the warm node log continues: give it a zone now.
             st.segs.ensure_zone(Temp::WarmNode);
+            self.log_reclaim_choices(st);
             self.issue_zone_jobs(st);
             st.segs.checkpoint_begins();
             st.renamed_since_cp.clear();
@@ -2388,8 +2387,22 @@ impl Fs {
     /// issued the writes of the blocks they took (the finish must come after those).
     fn take_block(&self, st: &mut State, t: Temp) -> FsResult<BlkAddr> {
         let a = st.segs.alloc(t).ok_or(FsError::NoSpace)?;
+        self.log_reclaim_choices(st);
         self.issue_zone_jobs_where(st, |j| matches!(j, ZoneJob::TlOpen { .. }));
         Ok(a)
+    }
+
+    /// Moves the choices of zone the logs just made (threaded logging or compaction) into the
+    /// reclamation log, stamped now.
+    fn log_reclaim_choices(&self, st: &mut State) {
+        let Some(th) = &mut st.segs.threaded else {
+            return;
+        };
+        let at = self.inner.sim.now();
+        st.gc_log.extend(th.choices.drain(..).map(|mut c| {
+            c.at_ns = at;
+            GcEvent::ReclaimChoice(c)
+        }));
     }
 
     /// Issues the TL_opens and finishes threaded logging asked for; a failure is reported by
@@ -2470,7 +2483,7 @@ impl Fs {
             let Some(mut c) = self.clean_zone(true).await? else {
                 break;
             };
-            c.time.checkpoint += opening.take().unwrap_or(Nanos::ZERO);
+            c.event.phases_ns.checkpoint += opening.take().unwrap_or(Nanos::ZERO);
             prefree.push(c);
             freed += 1;
             if freed > half_reserve && short(self, prefree.len()) {
@@ -2509,29 +2522,37 @@ impl Fs {
             .flat_map(|c| std::mem::take(&mut c.moves))
             .collect();
         self.checkpoint_after(moves).await?;
+        let durable = self.inner.sim.now();
         if let Some(last) = cleaned.last_mut() {
-            last.time.checkpoint += self.inner.sim.now() - t;
+            last.event.phases_ns.checkpoint += durable - t;
         }
         let mut st = self.inner.st.borrow_mut();
-        for c in cleaned {
+        for Cleaned {
+            mut event,
+            modified_meta,
+            ..
+        } in cleaned
+        {
             // HSR's alpha (seed 000 §3.3.2): `modified_meta` per block moved. (The
             // checkpoint's own writes also carry nodes other calls dirtied, so they are not
             // counted.) Profiled per log that wrote the victim (Hsr): node victims' moves
             // update no node, and directory blocks each have their own owner.
             if let Some(th) = &mut st.segs.threaded {
-                th.hsr.observe_alpha(c.temp, c.modified_meta, c.valid);
+                th.hsr
+                    .observe_alpha(event.log, modified_meta, event.valid_blocks);
             }
             st.stats.zones_cleaned += 1;
-            if c.in_storage {
+            if event.method == CompactionMethod::InDevice {
                 st.stats.zones_cleaned_in_device += 1;
             }
-            st.stats.blocks_moved += c.moved;
-            if c.foreground {
+            st.stats.blocks_moved += event.moved_blocks;
+            if event.foreground {
                 st.stats.foreground_cleanings += 1;
             } else {
                 st.stats.background_cleanings += 1;
             }
-            st.stats.compaction.push(c.time);
+            event.durable_ns = durable;
+            st.gc_log.push(GcEvent::Compaction(event));
         }
         Ok(())
     }
@@ -2631,7 +2652,6 @@ impl Fs {
         // times of each phase summed over them.
         let mut time = CompactionTime {
             init: self.inner.sim.now() - t0,
-            data: kind == VictimKind::Data,
             ..CompactionTime::default()
         };
         let mut moved = 0u64;
@@ -2655,11 +2675,12 @@ impl Fs {
         // and destination chunks over the zone; with a 2 MiB segment's region, a chip holding
         // more whole chunks than the region gives it copies the rest by read and program. The
         // host does not wait for the copy before the checkpoint.
+        let mut device_copied = 0;
         if let Some(c) = in_storage {
             let t = self.inner.sim.now();
             let (copy, n) = self.copy_in_device(z, c).await?;
             time.write += self.inner.sim.now() - t;
-            moved += n;
+            device_copied = n;
             moves.push(copy);
         }
         {
@@ -2668,14 +2689,23 @@ impl Fs {
             st.segs.cleaning = None;
         }
         Ok(Some(Cleaned {
-            time,
+            event: CompactionEvent {
+                zone: z,
+                log: temp,
+                method: match in_storage {
+                    Some(_) => CompactionMethod::InDevice,
+                    None => CompactionMethod::HostCopy,
+                },
+                foreground,
+                start_ns: t0,
+                durable_ns: Nanos::ZERO,
+                valid_blocks: valid.len() as u64,
+                moved_blocks: moved + device_copied,
+                device_copied_blocks: device_copied,
+                phases_ns: time,
+            },
             moves,
-            temp,
             modified_meta,
-            valid: valid.len() as u64,
-            moved,
-            in_storage: in_storage.is_some(),
-            foreground,
         }))
     }
 
@@ -3045,6 +3075,17 @@ impl Fs {
             s.hsr = th.hsr.profile();
         }
         s
+    }
+
+    /// Events of the reclamation log ([`crate::gc_log`]) from the `from`th on.
+    pub fn gc_log(&self, from: usize) -> Vec<GcEvent> {
+        let st = self.inner.st.borrow();
+        st.gc_log[from.min(st.gc_log.len())..].to_vec()
+    }
+
+    /// Events in the reclamation log so far.
+    pub fn gc_log_len(&self) -> usize {
+        self.inner.st.borrow().gc_log.len()
     }
 
     /// Segments per zone, as formatted.

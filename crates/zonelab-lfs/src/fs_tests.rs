@@ -2,9 +2,11 @@
 
 use crate::dev::Devices;
 use crate::fs::{Fs, FsOptions};
+use crate::gc_log::{CompactionMethod, GcEvent, Reclaim};
 use crate::layout::FormatOptions;
 use crate::policy::{
-    Allocation, CachedPages, ColdBenefit, F2fs, InStorage, Izc, Policy, ThreadedLogging, ZnsPlus,
+    Allocation, CachedPages, ColdBenefit, F2fs, InStorage, Izc, Policy, ThreadedLogging,
+    VictimKind, ZnsPlus,
 };
 use crate::vfs::{FileKind, FileSystem, FsError, Ino, ROOT_INO, SetAttr};
 use std::rc::Rc;
@@ -397,7 +399,7 @@ fn znsplus_policy() -> Box<dyn Policy> {
 fn threaded_logging_reuses_dirty_zones() {
     for payload in [PayloadMode::Full, PayloadMode::Fingerprint] {
         let (sim, stack) = small_device(payload);
-        let st = overwrite_and_clean(
+        let (st, log) = overwrite_and_clean(
             sim.clone(),
             Devices::from(stack.clone()),
             payload,
@@ -405,6 +407,24 @@ fn threaded_logging_reuses_dirty_zones() {
         );
         assert!(st.threaded.tl_opens > 0, "{st:?}");
         assert!(st.threaded.tl_blocks > 0, "{st:?}");
+        // The log has every choice of zone, in time order, and HSR's costs back each one it
+        // weighed (per segment: ties go to threaded logging).
+        let choices: Vec<_> = log
+            .iter()
+            .filter_map(|e| match e {
+                GcEvent::ReclaimChoice(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        let chose = |r| choices.iter().filter(|c| c.chose == r).count() as u64;
+        assert_eq!(chose(Reclaim::ThreadedLogging), st.threaded.tl_opens);
+        assert_eq!(chose(Reclaim::Compaction), st.threaded.compaction_preferred);
+        assert!(choices.windows(2).all(|w| w[0].at_ns <= w[1].at_ns));
+        assert!(choices.iter().all(|c| c.weighed.is_none_or(|w| {
+            (w.c_tl_ns <= w.c_sc_ns) == (c.chose == Reclaim::ThreadedLogging)
+        })));
+        let unweighed = choices.iter().filter(|c| c.weighed.is_none()).count() as u64;
+        assert!(unweighed >= st.threaded.unweighed, "{unweighed} {st:?}");
         let plus = stack.device().borrow().zoned().unwrap().znsplus_counters();
         assert!(plus.tl_opens > 0, "{plus:?}");
         assert!(
@@ -446,7 +466,7 @@ fn internal_zone_compaction_moves_blocks_in_the_device() {
     ] {
         let (sim, stack) = small_device(payload);
         let copy = InStorage { cached, allocation };
-        let st = overwrite_and_clean(
+        let (st, log) = overwrite_and_clean(
             sim,
             Devices::from(stack.clone()),
             payload,
@@ -465,12 +485,30 @@ fn internal_zone_compaction_moves_blocks_in_the_device() {
             st.zones_cleaned,
             st.zones_cleaned_in_device
         );
-        // Each cleaning is timed, and Fig. 6's data victims are those the device copied.
-        assert_eq!(st.compaction.len() as u64, st.zones_cleaned);
+        // Each cleaning is logged, and Fig. 6's data victims are those the device copied.
+        let compactions: Vec<_> = log.iter().filter_map(GcEvent::compaction).collect();
+        assert_eq!(compactions.len() as u64, st.zones_cleaned);
+        assert!(compactions.iter().all(|c| {
+            (c.method == CompactionMethod::InDevice) == (VictimKind::of(c.log) == VictimKind::Data)
+        }));
         assert_eq!(
-            st.compaction.iter().filter(|c| c.data).count() as u64,
-            st.zones_cleaned_in_device
+            compactions.iter().map(|c| c.moved_blocks).sum::<u64>(),
+            st.blocks_moved
         );
+        assert_eq!(
+            compactions
+                .iter()
+                .map(|c| c.device_copied_blocks)
+                .sum::<u64>(),
+            st.blocks_copied_in_device
+        );
+        // A victim's cleaning (before its checkpoint) fits between its start and the time it
+        // is durable, and moves no more than it held.
+        assert!(compactions.iter().all(|c| {
+            let p = c.phases_ns;
+            c.start_ns + p.init + p.read + p.write <= c.durable_ns
+                && c.moved_blocks <= c.valid_blocks
+        }));
         let plus = stack.device().borrow().zoned().unwrap().znsplus_counters();
         assert!(plus.compactions > 0, "{plus:?}");
         assert_eq!(
@@ -510,7 +548,7 @@ fn cleaning_goes_segment_by_segment_and_the_device_copies_the_zone_at_once() {
         ..FormatOptions::default()
     };
     let (sim, stack) = small_device(PayloadMode::Fingerprint);
-    let st = overwrite_and_clean_formatted(
+    let (st, _) = overwrite_and_clean_formatted(
         sim,
         Devices::from(stack),
         PayloadMode::Fingerprint,
@@ -523,7 +561,7 @@ fn cleaning_goes_segment_by_segment_and_the_device_copies_the_zone_at_once() {
         cached: CachedPages::Device,
         allocation: Allocation::CopybackAware,
     };
-    let st = overwrite_and_clean_formatted(
+    let (st, _) = overwrite_and_clean_formatted(
         sim,
         Devices::from(stack.clone()),
         PayloadMode::Fingerprint,
@@ -562,13 +600,14 @@ fn cleaning_works_with_the_metadata_on_a_companion_device() {
 }
 
 /// 80% of the capacity in 64 KiB files, rewritten until zones are cleaned; every file reads
-/// back its last contents and fsck is clean. Returns the file system's counters.
+/// back its last contents and fsck is clean. Returns the file system's counters and its
+/// reclamation log.
 fn overwrite_and_clean(
     sim: Sim,
     stack: Devices,
     payload: PayloadMode,
     policy: Box<dyn Policy>,
-) -> crate::fs::FsStats {
+) -> (crate::fs::FsStats, Vec<GcEvent>) {
     overwrite_and_clean_formatted(sim, stack, payload, policy, FormatOptions::default())
 }
 
@@ -579,7 +618,7 @@ fn overwrite_and_clean_formatted(
     payload: PayloadMode,
     policy: Box<dyn Policy>,
     format: FormatOptions,
-) -> crate::fs::FsStats {
+) -> (crate::fs::FsStats, Vec<GcEvent>) {
     {
         let s = sim.clone();
         run(&sim, async move {
@@ -640,7 +679,7 @@ fn overwrite_and_clean_formatted(
             }
             let problems = fs.check().await.unwrap();
             assert!(problems.is_empty(), "{problems:?}");
-            st
+            (st, fs.gc_log(0))
         })
     }
 }

@@ -12,6 +12,7 @@ pub mod fs;
 #[cfg(test)]
 mod fs_tests;
 pub mod fsck;
+pub mod gc_log;
 pub mod layout;
 pub mod memfs;
 pub mod ondisk;

@@ -340,32 +340,46 @@ impl Hsr {
         self.copy_ns * valid as f64 + self.write_ns * self.alpha(victim) * valid as f64 - b_cold
     }
 
-    /// Whether to reopen a zone that keeps `keep` (N_pre-inv + N_valid) of its `zone_blocks`
-    /// blocks for threaded logging rather than compact the victim the log `victim` wrote,
+    /// Weighs reopening a zone that keeps `keep` (N_pre-inv + N_valid) of its `zone_blocks`
+    /// blocks for threaded logging against compacting the victim the log `victim` wrote,
     /// which holds `valid` blocks of which `cold` are cold; ties go to threaded logging.
     /// Both zones have a block to free (`keep`, `valid` < `zone_blocks`).
-    pub fn prefers_threaded_logging(
+    pub fn weigh(
         &self,
         keep: u64,
         victim: Temp,
         valid: u64,
         cold: u64,
         zone_blocks: u64,
-    ) -> bool {
+    ) -> HsrVerdict {
         assert!(
             keep < zone_blocks && valid < zone_blocks,
             "both free a block"
         );
-        let tl = self.threaded_logging_cost(keep);
-        let sc = self.compaction_cost(victim, valid, cold);
-        match self.weighing {
-            HsrWeighing::PerSegment => tl <= sc,
-            // tl / (zone_blocks - keep) <= sc / (zone_blocks - valid), both divisors > 0.
+        let c_tl = self.threaded_logging_cost(keep);
+        let c_sc = self.compaction_cost(victim, valid, cold);
+        let threaded_logging = match self.weighing {
+            HsrWeighing::PerSegment => c_tl <= c_sc,
+            // c_tl / (zone_blocks - keep) <= c_sc / (zone_blocks - valid), both divisors > 0.
             HsrWeighing::PerFreedBlock => {
-                tl * (zone_blocks - valid) as f64 <= sc * (zone_blocks - keep) as f64
+                c_tl * (zone_blocks - valid) as f64 <= c_sc * (zone_blocks - keep) as f64
             }
+        };
+        HsrVerdict {
+            c_tl,
+            c_sc,
+            threaded_logging,
         }
     }
+}
+
+/// What [`Hsr::weigh`] found: C_TL and C_SC (ns of device work) and the choice.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HsrVerdict {
+    pub c_tl: f64,
+    pub c_sc: f64,
+    /// Threaded logging is the cheaper way (by the weighing's measure).
+    pub threaded_logging: bool,
 }
 
 /// A file-system policy.
@@ -624,7 +638,7 @@ mod tests {
     #[test]
     fn weighing_per_freed_block_counts_the_room_each_reclaim_gives() {
         use Temp::WarmData;
-        let prefers_tl = |h: &Hsr, keep| h.prefers_threaded_logging(keep, WarmData, 80, 0, 100);
+        let prefers_tl = |h: &Hsr, keep| h.weigh(keep, WarmData, 80, 0, 100).threaded_logging;
         let mut h = Hsr::new(100.0, 100.0, &ThreadedLogging::default());
         h.observe_alpha(WarmData, 0, 1000);
         assert!(prefers_tl(&h, 85) && prefers_tl(&h, 50));
@@ -633,7 +647,7 @@ mod tests {
         assert!(!prefers_tl(&h, 85));
         assert!(prefers_tl(&h, 50));
         // Equal room: the two weighings agree.
-        assert!(h.prefers_threaded_logging(80, WarmData, 80, 0, 100));
+        assert!(h.weigh(80, WarmData, 80, 0, 100).threaded_logging);
     }
 
     /// The report pools alpha by victim kind and carries beta's sums, so a window's

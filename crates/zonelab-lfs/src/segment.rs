@@ -2,13 +2,16 @@
 //! block), zone use, and the six logs that append into zones (seed 000 §2.3: "six types of
 //! segments ... multihead logging ... only one segment can be open for each type at a time").
 
+use crate::gc_log::{HsrWeighed, Reclaim, ReclaimChoice};
 use crate::layout::Layout;
 use crate::ondisk::{BlkAddr, CursegState, NULL_ADDR, Nid, SitEntry, Summary};
 use crate::policy::Hsr;
 use std::collections::{BTreeMap, BTreeSet};
+use zonelab_sim::Nanos;
 
 /// The six logs, in checkpoint order (F2FS's CURSEG_* numbering).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Temp {
     HotData = 0,
     WarmData = 1,
@@ -131,6 +134,9 @@ pub struct Threaded {
     /// Per zone: what its last TL_open found, for B_cold and the profiling of beta.
     last_open: BTreeMap<u32, LastOpen>,
     pub jobs: Vec<ZoneJob>,
+    /// The choices of zone made since the file system last collected them, for its log
+    /// ([`crate::gc_log`]); their time is stamped then.
+    pub choices: Vec<ReclaimChoice>,
     pub stats: ThreadedStats,
 }
 
@@ -165,6 +171,7 @@ impl Threaded {
             next_skip: Default::default(),
             last_open: BTreeMap::new(),
             jobs: Vec::new(),
+            choices: Vec::new(),
             stats: ThreadedStats::default(),
         }
     }
@@ -514,27 +521,51 @@ impl Segments {
         {
             let th = self.threaded.as_ref().expect("checked");
             let unweighed = free < th.forced_below.max(1);
-            let prefer_tl = unweighed
-                || self.compaction_victim().is_none_or(|v| {
-                    th.hsr.prefers_threaded_logging(
-                        keep,
-                        self.victim_temp(v),
-                        self.zone_valid(v) as u64,
-                        self.cold_blocks(v),
-                        self.layout.blocks_per_zone as u64,
-                    )
-                });
+            let victim = if unweighed {
+                None
+            } else {
+                self.compaction_victim()
+            };
+            let weighed = victim.map(|v| {
+                let (valid, cold) = (self.zone_valid(v) as u64, self.cold_blocks(v));
+                let verdict = th.hsr.weigh(
+                    keep,
+                    self.victim_temp(v),
+                    valid,
+                    cold,
+                    self.layout.blocks_per_zone as u64,
+                );
+                (verdict, v, valid, cold)
+            });
+            let prefer_tl = weighed.is_none_or(|(verdict, ..)| verdict.threaded_logging);
+            let pre_invalid = th.pre_invalid_zone[z as usize] as u64;
+            let th = self.threaded.as_mut().expect("checked");
+            th.choices.push(ReclaimChoice {
+                at_ns: Nanos::ZERO,
+                log: t,
+                chose: if prefer_tl {
+                    Reclaim::ThreadedLogging
+                } else {
+                    Reclaim::Compaction
+                },
+                zone: z,
+                valid_blocks: keep - pre_invalid,
+                pre_invalid_blocks: pre_invalid,
+                weighed: weighed.map(|(verdict, v, valid, cold)| HsrWeighed {
+                    c_tl_ns: verdict.c_tl,
+                    c_sc_ns: verdict.c_sc,
+                    victim_zone: v,
+                    victim_valid_blocks: valid,
+                    victim_cold_blocks: cold,
+                }),
+            });
             if prefer_tl {
                 if unweighed {
-                    self.threaded.as_mut().expect("checked").stats.unweighed += 1;
+                    th.stats.unweighed += 1;
                 }
                 return Some((z, Some(self.open_for_threaded_logging(z))));
             }
-            self.threaded
-                .as_mut()
-                .expect("checked")
-                .stats
-                .compaction_preferred += 1;
+            th.stats.compaction_preferred += 1;
         }
         self.free_zones.pop_first().map(|z| (z, None))
     }
