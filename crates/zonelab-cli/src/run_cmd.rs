@@ -185,23 +185,40 @@ fn mean(v: impl Iterator<Item = u64>) -> u64 {
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     let text = zonelab_device::profile::read_text(&a.experiment)
         .with_context(|| format!("cannot read experiment {}", a.experiment.display()))?;
-    // The log's file is opened first, so a path that cannot be written fails before the run.
+    // The log's file is opened first, so a path that cannot be written fails before the run;
+    // an existing file keeps its contents until the run has succeeded, and a file opened here
+    // is removed if it fails.
     let gc_log = a
         .gc_log
         .as_ref()
         .map(|path| {
-            std::fs::File::create(path)
-                .map(|f| (path, f))
+            let existed = path.exists();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .map(|f| (path, f, existed))
                 .with_context(|| format!("cannot write the reclamation log {}", path.display()))
         })
         .transpose()?;
-    let o = execute(&text, &a.experiment.display().to_string(), &a.set)?;
+    let o = match execute(&text, &a.experiment.display().to_string(), &a.set) {
+        Ok(o) => o,
+        Err(e) => {
+            if let Some((path, _, false)) = &gc_log {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(e);
+        }
+    };
     let json = serde_json::to_string_pretty(&o.result)?;
     std::fs::write(&a.output, json + "\n")
         .with_context(|| format!("cannot write {}", a.output.display()))?;
-    if let Some((path, mut file)) = gc_log {
+    if let Some((path, mut file, _)) = gc_log {
         use std::io::Write;
-        file.write_all(gc_log_lines(&o.gc_log, &o.gc_log_measured)?.as_bytes())
+        let lines = gc_log_lines(&o.gc_log, &o.gc_log_measured)?;
+        file.set_len(0)
+            .and_then(|()| file.write_all(lines.as_bytes()))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     println!("{}", o.summary);

@@ -234,6 +234,38 @@ fn bad_experiments_are_explained() {
     }
 }
 
+/// `--gc-log` to a path that cannot be written fails before the run; a run that fails leaves
+/// an existing log as it was and creates none.
+#[test]
+fn the_reclamation_log_needs_a_writable_path_and_survives_a_failed_run() {
+    let exp = experiment();
+    let exp = exp.to_str().unwrap();
+    let o = zonelab(&["run", exp, "--gc-log", "/nonexistent-dir/gc.jsonl"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cannot write the reclamation log /nonexistent-dir/gc.jsonl"),
+        "{err}"
+    );
+    let (kept, new) = (temp("kept-gc.jsonl"), temp("new-gc.jsonl"));
+    std::fs::write(&kept, "an earlier log\n").unwrap();
+    for log in [&kept, &new] {
+        let o = zonelab(&[
+            "run",
+            exp,
+            "--gc-log",
+            log.to_str().unwrap(),
+            "--set",
+            "fs.policy=nope",
+        ]);
+        assert!(!o.status.success());
+        assert!(String::from_utf8_lossy(&o.stderr).contains("unknown policy 'nope'"));
+    }
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "an earlier log\n");
+    assert!(!new.exists(), "no log from a failed run");
+    std::fs::remove_file(&kept).ok();
+}
+
 #[test]
 fn a_run_with_the_metadata_on_a_companion_device_is_verified_and_clean() {
     let exp = experiment();
