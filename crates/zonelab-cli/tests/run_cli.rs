@@ -508,9 +508,14 @@ fn the_reclamation_log_accounts_for_the_window(text: &str, v: &serde_json::Value
         u(&v["gc"]["zones_cleaned"])
     );
     let chose = |how: &str| of("reclaim_choice").filter(|e| e["chose"] == how).count() as u64;
-    assert_eq!(
-        chose("threaded_logging"),
-        u(&v["gc"]["by_method"]["threaded_logging"])
+    // A log chooses its next zone when its zone fills and reopens it at its next block, so
+    // each of the five logs that can reopen zones may have a choice on either side of a
+    // window edge from its TL_open.
+    let opened = u(&v["gc"]["by_method"]["threaded_logging"]);
+    assert!(
+        chose("threaded_logging").abs_diff(opened) <= 5,
+        "{} {opened}",
+        chose("threaded_logging")
     );
     assert_eq!(
         chose("compaction"),

@@ -417,7 +417,11 @@ fn threaded_logging_reuses_dirty_zones() {
             })
             .collect();
         let chose = |r| choices.iter().filter(|c| c.chose == r).count() as u64;
-        assert_eq!(chose(Reclaim::ThreadedLogging), st.threaded.tl_opens);
+        // A log picks its next zone when it takes the last block of its zone, and enters it
+        // (a TL_open) at its next block: each log that can reopen zones (not the cold data
+        // log) may hold one choice not yet entered.
+        let (tl, opened) = (chose(Reclaim::ThreadedLogging), st.threaded.tl_opens);
+        assert!((opened..=opened + 5).contains(&tl), "{tl} {st:?}");
         assert_eq!(chose(Reclaim::Compaction), st.threaded.compaction_preferred);
         assert!(choices.windows(2).all(|w| w[0].at_ns <= w[1].at_ns));
         assert!(choices.iter().all(|c| c.weighed.is_none_or(|w| {

@@ -86,7 +86,9 @@ impl CompactionTime {
 
 /// What a log that needed a zone took under threaded logging (znsplus): a dirty zone of its
 /// type reopened by TL_open, or a free zone because compaction was the cheaper way to reclaim
-/// (the cleaner then compacts). `zone` is the threaded-logging candidate either way.
+/// (the cleaner then compacts). `zone` is the threaded-logging candidate either way. A log
+/// picks its next zone when it takes the last block of its zone, so a zone chosen for threaded
+/// logging is reopened (TL_open, counted in `tl_opens`) at the log's next block, later.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct ReclaimChoice {
     pub at_ns: Nanos,
