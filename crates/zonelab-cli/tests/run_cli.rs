@@ -1,7 +1,7 @@
 //! End-to-end tests of `zonelab run`: a small fileserver experiment, its JSON, determinism, and
 //! a malformed experiment.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 mod common;
 use common::zonelab;
@@ -339,6 +339,36 @@ fn a_run_with_the_metadata_on_a_companion_device_is_verified_and_clean() {
     }
 }
 
+/// Runs `exp` with file-system policy `policy` on 24 zones, 90% full, for 1 simulated second,
+/// writing the result to `out` and the reclamation log to `log`; the run must succeed.
+fn run_at_90_percent(exp: &Path, policy: &str, out: &Path, log: &Path) {
+    let policy = format!("fs.policy={policy}");
+    let o = zonelab(&[
+        "run",
+        exp.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--gc-log",
+        log.to_str().unwrap(),
+        "--set",
+        "device.set.zones=24",
+        "--set",
+        "fs.utilization=0.9",
+        "--set",
+        "workload.threads=8",
+        "--set",
+        "run.duration=\"1s\"",
+        "--set",
+        &policy,
+    ]);
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// IZC (seed 000 §3.2.1): cleaning at 90% is done by the device's zone_compaction, mostly by
 /// copyback with copyback-aware allocation; the run is verified and fsck-clean, and its
 /// reclamation log is the same bytes on a second run.
@@ -348,30 +378,7 @@ fn an_izc_run_compacts_zones_inside_the_device() {
     let out = temp("izc.json");
     let (log, again) = (temp("izc-gc.jsonl"), temp("izc-gc-again.jsonl"));
     for l in [&log, &again] {
-        let o = zonelab(&[
-            "run",
-            exp.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--gc-log",
-            l.to_str().unwrap(),
-            "--set",
-            "device.set.zones=24",
-            "--set",
-            "fs.utilization=0.9",
-            "--set",
-            "workload.threads=8",
-            "--set",
-            "run.duration=\"1s\"",
-            "--set",
-            "fs.policy=izc",
-        ]);
-        assert!(
-            o.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
+        run_at_90_percent(&exp, "izc", &out, l);
     }
     assert_eq!(
         std::fs::read(&log).unwrap(),
@@ -424,30 +431,7 @@ fn a_znsplus_run_reclaims_zones_by_threaded_logging() {
     let exp = experiment();
     let out = temp("znsplus.json");
     let log = temp("znsplus-gc.jsonl");
-    let o = zonelab(&[
-        "run",
-        exp.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--gc-log",
-        log.to_str().unwrap(),
-        "--set",
-        "device.set.zones=24",
-        "--set",
-        "fs.utilization=0.9",
-        "--set",
-        "workload.threads=8",
-        "--set",
-        "run.duration=\"1s\"",
-        "--set",
-        "fs.policy=znsplus",
-    ]);
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    run_at_90_percent(&exp, "znsplus", &out, &log);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(v["fsck"]["clean"], true);
     assert_eq!(v["verify"]["mismatches"], 0);

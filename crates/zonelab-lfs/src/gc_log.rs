@@ -78,12 +78,6 @@ pub struct CompactionTime {
     pub checkpoint: Nanos,
 }
 
-impl CompactionTime {
-    pub fn total(&self) -> Nanos {
-        self.init + self.read + self.write + self.checkpoint
-    }
-}
-
 /// What a log that needed a zone took under threaded logging (znsplus): a dirty zone of its
 /// type reopened by TL_open, or a free zone because compaction was the cheaper way to reclaim
 /// (the cleaner then compacts). `zone` is the threaded-logging candidate either way. A log
