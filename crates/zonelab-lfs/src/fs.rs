@@ -262,7 +262,7 @@ struct Spare {
 }
 
 /// Free zones a victim's cleaning may start with at the least: its moves may open a zone in
-/// each cold log, and one more is left for the logs.
+/// the data log they go to and in the cold node log, and one more is left for the logs.
 const CLEANER_FREE_ZONES: usize = 3;
 
 /// Foreground cleaning runs while fewer zones than this are free (`reserved` zones in
@@ -2471,7 +2471,7 @@ impl Fs {
             (fs.inner.st.borrow().segs.free_zones.len() + prefree) < clean_below as usize
         };
         while short(self, prefree.len()) {
-            // A victim's moves may need a new zone in each cold log: with too few zones free
+            // A victim's moves may need a new zone in two logs: with too few zones free
             // for that (a small reserve), the victims cleaned so far are made free first.
             if !prefree.is_empty()
                 && self.inner.st.borrow().segs.free_zones.len() < CLEANER_FREE_ZONES
@@ -2678,7 +2678,7 @@ impl Fs {
         let mut device_copied = 0;
         if let Some(c) = in_storage {
             let t = self.inner.sim.now();
-            let (copy, n) = self.copy_in_device(z, c).await?;
+            let (copy, n) = self.copy_in_device(z, temp, c).await?;
             time.write += self.inner.sim.now() - t;
             device_copied = n;
             moves.push(copy);
@@ -2745,7 +2745,8 @@ impl Fs {
         };
         self.read_nodes_at_once(owners).await?;
         // Owners: node blocks are rewritten by dirtying them; data blocks are read into the
-        // page cache and written to the cold data log. With IZC only the blocks the host
+        // page cache and written to the cold data log (a directory's to the hot data log, as
+        // F2FS's `__get_segment_type_6` places them). With IZC only the blocks the host
         // writes are handled here (seed 000 §3.2.1 "Cached Page Handling" and §4.1): dirty
         // cached pages always, and under IZC-H the clean cached ones of a chunk whose every
         // valid block is cached (a fully cached chunk); the device copies the rest below.
@@ -2942,15 +2943,22 @@ impl Fs {
     }
 
     /// IZC's copy offloading (seed 000 §3.2.1) of a data victim: every block still valid in
-    /// victim `z`, except dirty nodes (the checkpoint writes those; node blocks are here only
-    /// in a zone no log has written since mount, whose kind is not known), gets a destination
-    /// in the cold data or cold node log and is copied there by the device with one
-    /// zone_compaction per destination zone. Node pointers and NAT entries are repointed at
-    /// once (the copy is readable as soon as the device's write pointer passes it). Returns
-    /// the copy's handle and its block count.
+    /// victim `z`, which the log `victim` wrote, except dirty nodes (the checkpoint writes
+    /// those; node blocks are here only in a zone no log has written since mount, whose kind
+    /// is not known), gets a destination in a log and is copied there by the device with one
+    /// zone_compaction per destination zone. Data blocks go where the host copy sends them:
+    /// the hot data log holds the directories' blocks, which stay hot (F2FS's
+    /// `__get_segment_type_6`; the published ZNS+ F2FS's `gc_data_segment` sends a hot
+    /// victim's blocks to the hot log), the rest to the cold data log (§2.2: "cold blocks in
+    /// the hot and warm segments are moved into the cold segments"); node blocks go to the
+    /// cold node log. A destination log that threads gives sparse destinations, which
+    /// zone_compaction takes (§3.2.1). Node pointers and NAT entries are repointed at once
+    /// (the copy is readable as soon as the device's write pointer passes it). Returns the
+    /// copy's handle and its block count.
     async fn copy_in_device(
         &self,
         z: u32,
+        victim: Temp,
         copy: InStorage,
     ) -> FsResult<(zonelab_sim::JoinHandle<FsResult<()>>, u64)> {
         let offs = 0..self.inner.st.borrow().segs.layout.blocks_per_zone;
@@ -3011,7 +3019,11 @@ impl Fs {
             data_src.push((a, sum));
         }
         let mut pairs = Vec::with_capacity(data_src.len() + node_src.len());
-        for (srcs, temp) in [(data_src, Temp::ColdData), (node_src, Temp::ColdNode)] {
+        let data_dst = match victim {
+            Temp::HotData => Temp::HotData,
+            _ => Temp::ColdData,
+        };
+        for (srcs, temp) in [(data_src, data_dst), (node_src, Temp::ColdNode)] {
             if srcs.is_empty() {
                 continue;
             }

@@ -8,6 +8,7 @@ use crate::policy::{
     Allocation, CachedPages, ColdBenefit, F2fs, InStorage, Izc, Policy, ThreadedLogging,
     VictimKind, ZnsPlus,
 };
+use crate::segment::Temp;
 use crate::vfs::{FileKind, FileSystem, FsError, Ino, ROOT_INO, SetAttr};
 use std::rc::Rc;
 use zonelab_device::{
@@ -538,6 +539,97 @@ fn internal_zone_compaction_moves_blocks_in_the_device() {
         "CAB vs CUB copyback shares: {copybacks:?}"
     );
     assert!(copybacks[1] > 0.5, "CAB copyback share: {copybacks:?}");
+}
+
+/// IZC sends a victim's blocks where the host copy would: a directory's blocks stay in the hot
+/// data log (F2FS's `__get_segment_type_6`; the published ZNS+ F2FS keeps a hot victim hot),
+/// the rest go cold. Once the device has compacted a hot data zone, directory blocks lie in
+/// hot data zones and file blocks in none; the directories left read back and fsck is clean.
+#[test]
+fn internal_zone_compaction_keeps_directory_blocks_hot() {
+    let (sim, stack) = small_device(PayloadMode::Fingerprint);
+    let s = sim.clone();
+    run(&sim, async move {
+        let copy = InStorage {
+            cached: CachedPages::Device,
+            allocation: Allocation::CopybackAware,
+        };
+        let fs = format_with(&s, &stack, Box::new(Izc { copy })).await;
+        // 1200 directories of one empty file (a directory block each, over two hot data
+        // zones), then nine in ten removed: the hot zones are left nearly empty.
+        let dirs = 1200;
+        let mut kept = Vec::new();
+        for i in 0..dirs {
+            let d = fs
+                .mkdir(ROOT_INO, &format!("d{i}"), 0o755, 0, 0)
+                .await
+                .unwrap();
+            fs.create(d.ino, "f", 0o644, 0, 0).await.unwrap();
+            if i % 10 == 0 {
+                kept.push(i);
+            }
+        }
+        fs.sync().await.unwrap();
+        for i in (0..dirs).filter(|i| i % 10 != 0) {
+            let d = fs.lookup(ROOT_INO, &format!("d{i}")).await.unwrap();
+            fs.unlink(d.ino, "f").await.unwrap();
+            fs.rmdir(ROOT_INO, &format!("d{i}")).await.unwrap();
+        }
+        fs.sync().await.unwrap();
+        let hot_compacted = |fs: &Fs| {
+            fs.gc_log(0)
+                .iter()
+                .filter_map(GcEvent::compaction)
+                .any(|c| {
+                    c.log == Temp::HotData
+                        && c.method == CompactionMethod::InDevice
+                        && c.device_copied_blocks > 0
+                })
+        };
+        for _ in 0..40 {
+            if hot_compacted(&fs) || !fs.clean_one(true).await.unwrap() {
+                break;
+            }
+        }
+        assert!(
+            hot_compacted(&fs),
+            "no hot data zone compacted: {:?}",
+            fs.gc_log(0)
+        );
+        // Every valid data block: in a hot data zone exactly when a directory owns it.
+        let placed: Vec<(Option<Temp>, Ino)> = {
+            let st = fs.inner.st.borrow();
+            let layout = &st.segs.layout;
+            (0..layout.sb.main_zones)
+                .flat_map(|z| (0..layout.blocks_per_zone).map(move |o| (z, layout.addr(z, o))))
+                .filter(|&(_, a)| st.segs.is_valid(a))
+                .filter_map(|(z, a)| {
+                    let e = st.nat.entries[st.segs.owner(a).nid as usize];
+                    (e.addr != a).then_some((st.segs.zone_temp[z as usize], e.ino as Ino))
+                })
+                .collect()
+        };
+        let mut dir_blocks = 0;
+        for (temp, ino) in placed {
+            let dir = fs.getattr(ino).await.unwrap().kind == FileKind::Dir;
+            dir_blocks += u64::from(dir);
+            assert_eq!(
+                temp == Some(Temp::HotData),
+                dir,
+                "a block of inode {ino} (directory: {dir}) in a zone of {temp:?}"
+            );
+        }
+        assert!(
+            dir_blocks as usize > kept.len(),
+            "{dir_blocks} directory blocks"
+        );
+        for i in kept {
+            let d = fs.lookup(ROOT_INO, &format!("d{i}")).await.unwrap();
+            fs.lookup(d.ino, "f").await.unwrap();
+        }
+        let problems = fs.check().await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    });
 }
 
 /// A zone of several segments is cleaned segment by segment, as F2FS cleans a section, but

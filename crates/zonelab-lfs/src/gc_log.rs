@@ -33,7 +33,8 @@ impl GcEvent {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CompactionMethod {
-    /// The host read the blocks it did not hold and wrote them to the cold logs.
+    /// The host read the blocks it did not hold and wrote them to the cold logs (a
+    /// directory's blocks to the hot data log).
     HostCopy,
     /// The device copied what the host did not write (IZC's zone_compaction, seed 000 §3.2.1).
     InDevice,

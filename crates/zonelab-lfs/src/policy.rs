@@ -6,8 +6,8 @@ use crate::segment::{Segments, Temp};
 /// How the valid blocks of a victim move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Migration {
-    /// Read into the page cache, then written to the cold logs by the host (seed 000 §3.1,
-    /// "normal segment compaction", Fig. 3a).
+    /// Read into the page cache, then written by the host to the cold logs, a directory's
+    /// blocks to the hot data log (seed 000 §3.1, "normal segment compaction", Fig. 3a).
     HostCopy,
     /// Internal zone compaction (IZC, seed 000 §3.1 Fig. 3b, §3.2.1): the device copies the
     /// blocks with `zone_compaction`; the host only updates the metadata.
