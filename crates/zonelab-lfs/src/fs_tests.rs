@@ -547,19 +547,42 @@ fn internal_zone_compaction_moves_blocks_in_the_device() {
 /// hot data zones and file blocks in none; the directories left read back and fsck is clean.
 #[test]
 fn internal_zone_compaction_keeps_directory_blocks_hot() {
+    let copy = InStorage {
+        cached: CachedPages::Device,
+        allocation: Allocation::CopybackAware,
+    };
+    compact_directories(Box::new(Izc { copy }), false);
+}
+
+/// Under ZNS+ a hot victim's blocks go to the hot data log while it writes into a zone it
+/// reopened with TL_open: zone_compaction's destinations are that zone's invalid blocks,
+/// sparse, and the device plugs the blocks between them (seed 000 §3.2.1: "the segment
+/// compaction can select a TL opened segment as destination").
+#[test]
+fn internal_zone_compaction_copies_into_a_zone_reopened_for_threaded_logging() {
+    let copy = InStorage {
+        cached: CachedPages::Device,
+        allocation: Allocation::CopybackAware,
+    };
+    let threaded = ThreadedLogging {
+        cold_benefit: ColdBenefit::None,
+        ..ThreadedLogging::default()
+    };
+    compact_directories(Box::new(ZnsPlus { copy, threaded }), true);
+}
+
+/// 1200 directories of one empty file (a directory block each, over two hot data zones), nine
+/// in ten removed, then zones cleaned until the device has compacted a hot data zone (with
+/// `threading`, while the hot data log writes into a zone it reopened: logs are made to
+/// reopen zones whenever they can, and 400 more directories move the hot data log on).
+/// Checks where every valid data block lies, that the directories left read back, and fsck.
+fn compact_directories(policy: Box<dyn Policy>, threading: bool) {
     let (sim, stack) = small_device(PayloadMode::Fingerprint);
     let s = sim.clone();
     run(&sim, async move {
-        let copy = InStorage {
-            cached: CachedPages::Device,
-            allocation: Allocation::CopybackAware,
-        };
-        let fs = format_with(&s, &stack, Box::new(Izc { copy })).await;
-        // 1200 directories of one empty file (a directory block each, over two hot data
-        // zones), then nine in ten removed: the hot zones are left nearly empty.
-        let dirs = 1200;
+        let fs = format_with(&s, &stack, policy).await;
         let mut kept = Vec::new();
-        for i in 0..dirs {
+        for i in 0..1200 {
             let d = fs
                 .mkdir(ROOT_INO, &format!("d{i}"), 0o755, 0, 0)
                 .await
@@ -570,30 +593,62 @@ fn internal_zone_compaction_keeps_directory_blocks_hot() {
             }
         }
         fs.sync().await.unwrap();
-        for i in (0..dirs).filter(|i| i % 10 != 0) {
+        for i in (0..1200).filter(|i| i % 10 != 0) {
             let d = fs.lookup(ROOT_INO, &format!("d{i}")).await.unwrap();
             fs.unlink(d.ino, "f").await.unwrap();
             fs.rmdir(ROOT_INO, &format!("d{i}")).await.unwrap();
         }
         fs.sync().await.unwrap();
-        let hot_compacted = |fs: &Fs| {
-            fs.gc_log(0)
+        let hot_threads = || {
+            let st = fs.inner.st.borrow();
+            st.segs
+                .threaded
+                .as_ref()
+                .is_some_and(|th| th.threads(Temp::HotData))
+        };
+        if threading {
+            {
+                let mut st = fs.inner.st.borrow_mut();
+                let th = st.segs.threaded.as_mut().expect("znsplus");
+                (th.below_free, th.forced_below) = (u32::MAX, u32::MAX);
+            }
+            for i in 1200..1600 {
+                let d = fs
+                    .mkdir(ROOT_INO, &format!("d{i}"), 0o755, 0, 0)
+                    .await
+                    .unwrap();
+                fs.create(d.ino, "f", 0o644, 0, 0).await.unwrap();
+                kept.push(i);
+            }
+            fs.sync().await.unwrap();
+            assert!(hot_threads(), "the hot data log reopened a zone");
+        }
+        // Zones cleaned one at a time until the device compacts a hot data zone, and whether
+        // the hot data log was threading then.
+        let mut compacted_hot = None;
+        for _ in 0..40 {
+            let (events, threads) = (fs.gc_log_len(), hot_threads());
+            if !fs.clean_one(true).await.unwrap() {
+                break;
+            }
+            let hot = fs
+                .gc_log(events)
                 .iter()
                 .filter_map(GcEvent::compaction)
                 .any(|c| {
                     c.log == Temp::HotData
                         && c.method == CompactionMethod::InDevice
                         && c.device_copied_blocks > 0
-                })
-        };
-        for _ in 0..40 {
-            if hot_compacted(&fs) || !fs.clean_one(true).await.unwrap() {
+                });
+            if hot {
+                compacted_hot = Some(threads);
                 break;
             }
         }
-        assert!(
-            hot_compacted(&fs),
-            "no hot data zone compacted: {:?}",
+        assert_eq!(
+            compacted_hot,
+            Some(threading),
+            "a hot data zone compacted (and the hot log threading then): {:?}",
             fs.gc_log(0)
         );
         // Every valid data block: in a hot data zone exactly when a directory owns it.
