@@ -583,11 +583,7 @@ fn compact_directories(policy: Box<dyn Policy>, threading: bool) {
         let fs = format_with(&s, &stack, policy).await;
         let mut kept = Vec::new();
         for i in 0..1200 {
-            let d = fs
-                .mkdir(ROOT_INO, &format!("d{i}"), 0o755, 0, 0)
-                .await
-                .unwrap();
-            fs.create(d.ino, "f", 0o644, 0, 0).await.unwrap();
+            directory_of_one_file(&fs, i).await;
             if i % 10 == 0 {
                 kept.push(i);
             }
@@ -613,11 +609,7 @@ fn compact_directories(policy: Box<dyn Policy>, threading: bool) {
                 (th.below_free, th.forced_below) = (u32::MAX, u32::MAX);
             }
             for i in 1200..1600 {
-                let d = fs
-                    .mkdir(ROOT_INO, &format!("d{i}"), 0o755, 0, 0)
-                    .await
-                    .unwrap();
-                fs.create(d.ino, "f", 0o644, 0, 0).await.unwrap();
+                directory_of_one_file(&fs, i).await;
                 kept.push(i);
             }
             fs.sync().await.unwrap();
@@ -685,6 +677,15 @@ fn compact_directories(policy: Box<dyn Policy>, threading: bool) {
         let problems = fs.check().await.unwrap();
         assert!(problems.is_empty(), "{problems:?}");
     });
+}
+
+/// Directory `d{i}` under the root, holding one empty file `f` (a directory block).
+async fn directory_of_one_file(fs: &Fs, i: usize) {
+    let d = fs
+        .mkdir(ROOT_INO, &format!("d{i}"), 0o755, 0, 0)
+        .await
+        .unwrap();
+    fs.create(d.ino, "f", 0o644, 0, 0).await.unwrap();
 }
 
 /// A zone of several segments is cleaned segment by segment, as F2FS cleans a section, but
