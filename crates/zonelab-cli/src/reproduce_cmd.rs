@@ -40,7 +40,8 @@ pub struct ReproduceArgs {
     pub(crate) jobs: Option<usize>,
     /// zns-plus: runs every experiment with seeds `seed`, `seed + 1`, ... and reports the
     /// mean of each figure, with each item's range over the seeds (default: 3, or 1 with
-    /// --quick).
+    /// --quick). Table 4, whose IZC-H and IZC-D come within a few percent, takes three times
+    /// as many (not with --quick).
     #[arg(long)]
     pub(crate) seeds: Option<u64>,
     /// zns-plus: only these figures and tables, comma-separated (fig6, table4, fig7, table5,

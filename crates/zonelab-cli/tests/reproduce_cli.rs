@@ -40,6 +40,8 @@ fn zns_plus_quick_has_every_item_plot_and_clean_run() {
     assert_eq!(table["quick"], true);
     // --quick runs each experiment once (seed 1); the full reproduction averages seeds.
     assert_eq!(table["seeds"], serde_json::json!([1]));
+    // Table 4 takes three times the seeds, but --quick keeps to fewer repetitions.
+    assert_eq!(table["table4_seeds"], serde_json::json!([1]));
     let items = table["items"].as_array().unwrap();
     for obs in [
         "Fig 6", "Table 4", "Fig 7a", "Fig 7b", "Table 5", "§3.3.2", "Fig 8", "Fig 9", "Fig 10",
