@@ -678,9 +678,10 @@ fn table4_cfgs() -> impl Iterator<Item = Cfg> {
 
 /// How many times `--seeds` Table 4's experiments run with (without `--quick`, whose point is
 /// fewer repetitions). Its orderings compare IZC-H with IZC-D, which come within a few
-/// percent of each other, while one seed's ratio to ZNS strays by more (on TLC at 4f20c70,
-/// nine seeds: IZC-H 1.40 and IZC-D 1.41 × ZNS on the mean, each seed's IZC-H from 1.22 to
-/// 1.58): with three seeds the verdict followed the seeds more than the model.
+/// percent of each other, while one seed's ratio to ZNS strays by more (on TLC at bba5753,
+/// seeds 1–9: IZC-H 1.399 and IZC-D 1.405 × ZNS on the mean, each seed's IZC-H from 1.19 to
+/// 1.69, ahead on 4 of the 9): with three seeds the verdict followed the seeds more than the
+/// model.
 const TABLE4_SEED_FACTOR: usize = 3;
 
 /// The runs of the experiments `cfgs`: each with `n_seeds` seeds from `seed` on, and Table
