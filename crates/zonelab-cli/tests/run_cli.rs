@@ -232,6 +232,7 @@ fn bad_experiments_are_explained() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    std::fs::remove_file(&by_ops).ok();
 }
 
 /// `--gc-log` to a path that cannot be written fails before the run; a run that fails leaves
