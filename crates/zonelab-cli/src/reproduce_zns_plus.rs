@@ -684,6 +684,11 @@ fn table4_cfgs() -> impl Iterator<Item = Cfg> {
 /// model.
 const TABLE4_SEED_FACTOR: usize = 3;
 
+/// `n` seeds counting up from `first` (`--seed`, `--seed` + 1, ...).
+fn seed_range(first: u64, n: usize) -> impl Iterator<Item = u64> {
+    (0..n as u64).map(move |i| first.wrapping_add(i))
+}
+
 /// The runs of the experiments `cfgs`: each with `n_seeds` seeds from `seed` on, and Table
 /// 4's (when `table4_seeds` is given) with that many; every experiment's seeds in order.
 fn runs_of(
@@ -699,7 +704,7 @@ fn runs_of(
                 Some(n) if table4.contains(&c) => n,
                 _ => n_seeds,
             };
-            (0..n as u64).map(move |i| (c, seed.wrapping_add(i)))
+            seed_range(seed, n).map(move |s| (c, s))
         })
         .collect()
 }
@@ -806,8 +811,7 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
         bail!("--seeds 0: give at least 1");
     }
     let n_seeds = n_seeds as usize;
-    let seed_list =
-        |n: usize| -> Vec<u64> { (0..n as u64).map(|i| a.seed.wrapping_add(i)).collect() };
+    let seed_list = |n: usize| -> Vec<u64> { seed_range(a.seed, n).collect() };
     let seeds = seed_list(n_seeds);
     let table4_seeds = only.contains("table4").then_some(if a.quick {
         n_seeds

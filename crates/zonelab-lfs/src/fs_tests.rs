@@ -547,11 +547,7 @@ fn internal_zone_compaction_moves_blocks_in_the_device() {
 /// hot data zones and file blocks in none; the directories left read back and fsck is clean.
 #[test]
 fn internal_zone_compaction_keeps_directory_blocks_hot() {
-    let copy = InStorage {
-        cached: CachedPages::Device,
-        allocation: Allocation::CopybackAware,
-    };
-    compact_directories(Box::new(Izc { copy }), false);
+    compact_directories(false);
 }
 
 /// Under ZNS+ a hot victim's blocks go to the hot data log while it writes into a zone it
@@ -560,15 +556,7 @@ fn internal_zone_compaction_keeps_directory_blocks_hot() {
 /// compaction can select a TL opened segment as destination").
 #[test]
 fn internal_zone_compaction_copies_into_a_zone_reopened_for_threaded_logging() {
-    let copy = InStorage {
-        cached: CachedPages::Device,
-        allocation: Allocation::CopybackAware,
-    };
-    let threaded = ThreadedLogging {
-        cold_benefit: ColdBenefit::None,
-        ..ThreadedLogging::default()
-    };
-    compact_directories(Box::new(ZnsPlus { copy, threaded }), true);
+    compact_directories(true);
 }
 
 /// 1200 directories of one empty file (a directory block each, over two hot data zones), nine
@@ -576,7 +564,21 @@ fn internal_zone_compaction_copies_into_a_zone_reopened_for_threaded_logging() {
 /// `threading`, while the hot data log writes into a zone it reopened: logs are made to
 /// reopen zones whenever they can, and 400 more directories move the hot data log on).
 /// Checks where every valid data block lies, that the directories left read back, and fsck.
-fn compact_directories(policy: Box<dyn Policy>, threading: bool) {
+/// The policy is IZC-D, or ZNS+ (without B_cold) with `threading`.
+fn compact_directories(threading: bool) {
+    let copy = InStorage {
+        cached: CachedPages::Device,
+        allocation: Allocation::CopybackAware,
+    };
+    let policy: Box<dyn Policy> = if threading {
+        let threaded = ThreadedLogging {
+            cold_benefit: ColdBenefit::None,
+            ..ThreadedLogging::default()
+        };
+        Box::new(ZnsPlus { copy, threaded })
+    } else {
+        Box::new(Izc { copy })
+    };
     let (sim, stack) = small_device(PayloadMode::Fingerprint);
     let s = sim.clone();
     run(&sim, async move {

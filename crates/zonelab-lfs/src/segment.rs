@@ -176,13 +176,13 @@ impl Threaded {
         }
     }
 
-    /// Pre-invalid blocks now.
     /// Whether log `t` writes into a zone it reopened for threaded logging.
     #[cfg(test)]
     pub(crate) fn threads(&self, t: Temp) -> bool {
         self.skip[t as usize].is_some()
     }
 
+    /// Pre-invalid blocks now.
     pub fn pre_invalid_blocks(&self) -> u64 {
         (self.pre_invalid.len() + self.pre_invalid_cp.len()) as u64
     }
