@@ -514,6 +514,13 @@ fn the_reclamation_log_accounts_for_the_window(text: &str, v: &serde_json::Value
                 w["c_sc_ns"].as_f64().unwrap(),
             );
             assert_eq!(tl <= sc, e["chose"] == "threaded_logging", "{e}");
+            // The victim's pre-invalid blocks are counted as the candidate's are: the same
+            // zone gives the same counts.
+            let victim_pre_invalid = u(&w["victim_pre_invalid_blocks"]);
+            if w["victim_zone"] == e["zone"] {
+                assert_eq!(victim_pre_invalid, u(&e["pre_invalid_blocks"]), "{e}");
+                assert_eq!(w["victim_valid_blocks"], e["valid_blocks"], "{e}");
+            }
         }
     }
     let data: Vec<u64> = of("compaction")

@@ -117,6 +117,10 @@ pub struct HsrWeighed {
     pub victim_valid_blocks: u64,
     /// N_cold of the victim (B_cold's base).
     pub victim_cold_blocks: u64,
+    /// The victim's pre-invalid blocks: threaded logging would have to plug them, while
+    /// compaction frees them with its checkpoint, so a zone of many deletes since the last
+    /// checkpoint is compaction's victim but not threaded logging's candidate.
+    pub victim_pre_invalid_blocks: u64,
 }
 
 /// A checkpoint taken because pre-invalid blocks exceeded theta_PI (seed 000 §3.3.2).

@@ -541,7 +541,13 @@ impl Segments {
                     cold,
                     self.layout.blocks_per_zone as u64,
                 );
-                (verdict, v, valid, cold)
+                (
+                    verdict,
+                    v,
+                    valid,
+                    cold,
+                    th.pre_invalid_zone[v as usize] as u64,
+                )
             });
             let prefer_tl = weighed.is_none_or(|(verdict, ..)| verdict.threaded_logging);
             let pre_invalid = th.pre_invalid_zone[z as usize] as u64;
@@ -557,12 +563,13 @@ impl Segments {
                 zone: z,
                 valid_blocks: keep - pre_invalid,
                 pre_invalid_blocks: pre_invalid,
-                weighed: weighed.map(|(verdict, v, valid, cold)| HsrWeighed {
+                weighed: weighed.map(|(verdict, v, valid, cold, pre_invalid)| HsrWeighed {
                     c_tl_ns: verdict.c_tl,
                     c_sc_ns: verdict.c_sc,
                     victim_zone: v,
                     victim_valid_blocks: valid,
                     victim_cold_blocks: cold,
+                    victim_pre_invalid_blocks: pre_invalid,
                 }),
             });
             if prefer_tl {
