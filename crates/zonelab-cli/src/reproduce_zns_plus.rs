@@ -1269,6 +1269,33 @@ fn table5(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
             Check::Report,
         );
         bps.push(bp_pct);
+        // Why HSR chose compaction when it did, as shares of those choices (the first cause
+        // that holds: B_cold, another log's victim, the log's own victim that threaded
+        // logging passed over for its pre-invalid blocks; §3.3.2).
+        let chosen = r.f(c, "gc.threaded_logging.compaction_preferred");
+        let mut causes = serde_json::Map::new();
+        for (key, why) in [
+            ("cold_benefit", "B_cold"),
+            ("other_log", "another log's victim"),
+            ("pre_invalid", "pre-invalid blocks"),
+        ] {
+            let share = pct(
+                r.f(
+                    c,
+                    &format!("gc.threaded_logging.compaction_preferred_for.{key}"),
+                ),
+                chosen,
+            );
+            causes.insert(key.into(), json!(share));
+            t.add(
+                "Table 5",
+                &format!("HSR's choices of compaction for {why}, {}", wl(w)),
+                "%",
+                f64::NAN,
+                share,
+                Check::Report,
+            );
+        }
         // HSR's profiled alpha (node and metadata blocks per block a data victim's
         // compaction moves, §3.3.2) and beta, as the run measured them.
         let alpha = 100.0 * r.f(c, "gc.threaded_logging.alpha_data");
@@ -1296,6 +1323,7 @@ fn table5(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
             "workload": wl(w), "tl_opens": tl, "compactions": compacted, "tl_pct": tl_pct,
             "paper_tl_pct": TL[w], "tl_pct_without_b_cold": tl_pct_no_bcold, "tl_pct_per_freed_block": tl_pct_per_freed, "plugged_background": bg, "plugged_on_demand": od,
             "bp_pct": bp_pct, "paper_bp_pct": BP[w], "alpha_pct": alpha, "beta_pct": beta,
+            "compaction_choices": chosen, "compaction_choices_for_pct": causes,
         }));
     }
     // §3.3.2: "For our target benchmarks, we observed that alpha has an average value of 20%."

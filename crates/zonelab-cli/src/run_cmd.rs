@@ -115,6 +115,10 @@ pub(crate) fn counter_sections(w: &Value, segs_per_zone: u64) -> Value {
                 "blocks_skipped": n2("fs", "threaded", "skipped_blocks"),
                 "blocks_skipped_pre_invalid": n2("fs", "threaded", "skipped_pre_invalid"),
                 "compaction_preferred": n2("fs", "threaded", "compaction_preferred"),
+                // Why (the first that holds): B_cold decided it, the victim was another log's
+                // zone, or the log's own that threaded logging passed over for its pre-invalid
+                // blocks, or one it could not take then.
+                "compaction_preferred_for": w["fs"]["threaded"]["compaction_preferred_for"],
                 "unweighed": n2("fs", "threaded", "unweighed"),
                 "periodic_checkpoints": n("fs", "periodic_checkpoints"),
                 "alpha_data": hsr.alpha(VictimKind::Data),

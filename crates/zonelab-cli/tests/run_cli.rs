@@ -506,6 +506,16 @@ fn the_reclamation_log_accounts_for_the_window(text: &str, v: &serde_json::Value
         chose("compaction"),
         u(&v["gc"]["threaded_logging"]["compaction_preferred"])
     );
+    // Each choice of compaction has one cause.
+    let why = &v["gc"]["threaded_logging"]["compaction_preferred_for"];
+    assert_eq!(
+        ["cold_benefit", "other_log", "pre_invalid", "unavailable"]
+            .iter()
+            .map(|k| u(&why[k]))
+            .sum::<u64>(),
+        chose("compaction"),
+        "{why}"
+    );
     for e in of("reclaim_choice") {
         let w = &e["weighed"];
         if !w.is_null() {

@@ -424,6 +424,12 @@ fn threaded_logging_reuses_dirty_zones() {
         let (tl, opened) = (chose(Reclaim::ThreadedLogging), st.threaded.tl_opens);
         assert!((opened..=opened + 5).contains(&tl), "{tl} {st:?}");
         assert_eq!(chose(Reclaim::Compaction), st.threaded.compaction_preferred);
+        let why = st.threaded.compaction_preferred_for;
+        assert_eq!(
+            why.cold_benefit + why.other_log + why.pre_invalid + why.unavailable,
+            st.threaded.compaction_preferred,
+            "{why:?}"
+        );
         assert!(choices.windows(2).all(|w| w[0].at_ns <= w[1].at_ns));
         assert!(choices.iter().all(|c| c.weighed.is_none_or(|w| {
             (w.c_tl_ns <= w.c_sc_ns) == (c.chose == Reclaim::ThreadedLogging)

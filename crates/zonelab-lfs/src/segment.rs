@@ -153,8 +153,31 @@ pub struct ThreadedStats {
     pub skipped_pre_invalid: u64,
     /// Times hybrid segment recycling chose segment compaction over a threaded-logging zone.
     pub compaction_preferred: u64,
+    /// And why ([`CompactionCauses`]).
+    pub compaction_preferred_for: CompactionCauses,
     /// Zones reopened without weighing compaction: fewer zones than `forced_below` were free.
     pub unweighed: u64,
+}
+
+/// Why hybrid segment recycling chose compaction over threaded logging, by the first of
+/// these that holds. Seed 000 §3.3.2 gives `other_log` and `pre_invalid` as the reasons
+/// threaded logging can reclaim less well than compaction, and B_cold as a third. The counts
+/// sum to `compaction_preferred`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CompactionCauses {
+    /// B_cold: without it, threaded logging would have been chosen.
+    pub cold_benefit: u64,
+    /// Reclaiming cost imbalance: the victim was another log's zone, cheaper to compact than
+    /// the log's own cheapest zone was to reopen.
+    pub other_log: u64,
+    /// Pre-invalid blocks: the victim was the log's own zone, one threaded logging passed over
+    /// because it would have had to plug the blocks deleted since the last checkpoint, which
+    /// compaction's checkpoint frees (it kept no fewer valid and pre-invalid blocks than the
+    /// candidate).
+    pub pre_invalid: u64,
+    /// The victim was the log's own zone and kept fewer blocks than the candidate, but
+    /// threaded logging could not take it then (a log had just left it).
+    pub unavailable: u64,
 }
 
 impl Threaded {
@@ -579,8 +602,34 @@ impl Segments {
                 return Some((z, Some(self.open_for_threaded_logging(z))));
             }
             th.stats.compaction_preferred += 1;
+            let (_, v, valid, _, victim_pre_invalid) =
+                weighed.expect("compaction is chosen only when weighed");
+            self.count_compaction_cause(t, keep, v, valid, victim_pre_invalid);
         }
         self.free_zones.pop_first().map(|z| (z, None))
+    }
+
+    /// Counts why hybrid segment recycling preferred compacting zone `v` (`valid` valid and
+    /// `pre_invalid` pre-invalid blocks) to reopening log `t`'s candidate, which keeps `keep`
+    /// ([`CompactionCauses`]).
+    fn count_compaction_cause(&mut self, t: Temp, keep: u64, v: u32, valid: u64, pre_invalid: u64) {
+        let victim = self.victim_temp(v);
+        let zone_blocks = self.layout.blocks_per_zone as u64;
+        let th = self.threaded.as_mut().expect("threaded logging is on");
+        let causes = &mut th.stats.compaction_preferred_for;
+        if th
+            .hsr
+            .weigh(keep, victim, valid, 0, zone_blocks)
+            .threaded_logging
+        {
+            causes.cold_benefit += 1;
+        } else if victim != t {
+            causes.other_log += 1;
+        } else if valid + pre_invalid >= keep {
+            causes.pre_invalid += 1;
+        } else {
+            causes.unavailable += 1;
+        }
     }
 
     /// The caller has handed the device the writes of every block it took: the zones logs
@@ -857,7 +906,16 @@ mod tests {
                 .compaction_preferred,
             1
         );
-        assert_eq!(weighed.threaded.as_ref().expect("on").stats.unweighed, 0);
+        let st = weighed.threaded.as_ref().expect("on").stats;
+        assert_eq!(st.unweighed, 0);
+        assert_eq!(
+            st.compaction_preferred_for,
+            CompactionCauses {
+                other_log: 1,
+                ..CompactionCauses::default()
+            },
+            "the victim was the data log's"
+        );
         let (mut forced, node) = setup(4);
         assert_eq!(
             forced
@@ -867,6 +925,84 @@ mod tests {
         );
         let st = forced.threaded.as_ref().expect("on").stats;
         assert_eq!((st.unweighed, st.compaction_preferred), (1, 0));
+    }
+
+    /// Hybrid segment recycling says why it chose compaction: a zone of the log's own that
+    /// threaded logging passed over for its pre-invalid blocks, or B_cold (§3.3.2).
+    #[test]
+    fn hybrid_segment_recycling_names_why_it_chose_compaction() {
+        let owner = Summary { nid: 7, ofs: 0 };
+        // The warm data log fills zones until three are free; its first two, each with
+        // `freed` of its blocks dropped before a checkpoint and `pre_invalid` after it.
+        let setup = |freed: [u32; 2], pre_invalid: [u32; 2]| {
+            let mut s = segments();
+            let mut zones: Vec<u32> = Vec::new();
+            while s.free_zones.len() > 3 {
+                let a = s.alloc(Temp::WarmData).expect("room");
+                s.validate(a, owner, 0);
+                let z = s.layout.locate(a).expect("main area").0;
+                if zones.last() != Some(&z) {
+                    zones.push(z);
+                }
+            }
+            for (i, n) in freed.into_iter().enumerate() {
+                for off in 0..n {
+                    s.free(s.layout.addr(zones[i], off), 1);
+                }
+            }
+            s.checkpoint_begins();
+            s.checkpoint_durable();
+            for (i, n) in pre_invalid.into_iter().enumerate() {
+                for off in freed[i]..freed[i] + n {
+                    s.free(s.layout.addr(zones[i], off), 2);
+                }
+            }
+            s.writes_issued();
+            (s, [zones[0], zones[1]])
+        };
+        let causes = |s: &Segments| {
+            s.threaded
+                .as_ref()
+                .expect("on")
+                .stats
+                .compaction_preferred_for
+        };
+        let bpz = segments().layout.blocks_per_zone;
+        // The first zone keeps 40% of its blocks valid and 60% pre-invalid, the second 70%
+        // valid: threaded logging would reopen the second, compaction cleans the first.
+        let (mut s, _) = setup([0, bpz * 3 / 10], [bpz * 6 / 10, 0]);
+        let (_, skip) = s.choose_zone(Temp::WarmData).expect("a free zone");
+        assert!(skip.is_none(), "compaction");
+        assert_eq!(
+            causes(&s),
+            CompactionCauses {
+                pre_invalid: 1,
+                ..CompactionCauses::default()
+            }
+        );
+        // Half of the second zone valid, every block of it cold at its last TL_open, and cold
+        // blocks always outlive the others: B_cold makes compacting it cheaper than reopening it.
+        let (mut s, [_, z]) = setup([0, bpz / 2], [0, 0]);
+        let valid: Vec<bool> = (0..bpz).map(|o| s.is_valid(s.layout.addr(z, o))).collect();
+        let th = s.threaded.as_mut().expect("on");
+        th.hsr.observe_beta((10, 10), (0, 10));
+        th.last_open.insert(
+            z,
+            LastOpen {
+                cold: valid.clone(),
+                skipped: valid.clone(),
+                valid,
+            },
+        );
+        let (_, skip) = s.choose_zone(Temp::WarmData).expect("a free zone");
+        assert!(skip.is_none(), "compaction");
+        assert_eq!(
+            causes(&s),
+            CompactionCauses {
+                cold_benefit: 1,
+                ..CompactionCauses::default()
+            }
+        );
     }
 
     /// Pre-invalid blocks (seed 000 §3.3.2: invalid, "but a crash recovery will need to
