@@ -564,15 +564,17 @@ impl Segments {
                     cold,
                     self.layout.blocks_per_zone as u64,
                 );
-                (
-                    verdict,
-                    v,
-                    valid,
-                    cold,
-                    th.pre_invalid_zone[v as usize] as u64,
-                )
+                let w = HsrWeighed {
+                    c_tl_ns: verdict.c_tl,
+                    c_sc_ns: verdict.c_sc,
+                    victim_zone: v,
+                    victim_valid_blocks: valid,
+                    victim_cold_blocks: cold,
+                    victim_pre_invalid_blocks: th.pre_invalid_zone[v as usize] as u64,
+                };
+                (verdict.threaded_logging, w)
             });
-            let prefer_tl = weighed.is_none_or(|(verdict, ..)| verdict.threaded_logging);
+            let prefer_tl = weighed.is_none_or(|(threaded_logging, _)| threaded_logging);
             let pre_invalid = th.pre_invalid_zone[z as usize] as u64;
             let th = self.threaded.as_mut().expect("checked");
             th.choices.push(ReclaimChoice {
@@ -586,14 +588,7 @@ impl Segments {
                 zone: z,
                 valid_blocks: keep - pre_invalid,
                 pre_invalid_blocks: pre_invalid,
-                weighed: weighed.map(|(verdict, v, valid, cold, pre_invalid)| HsrWeighed {
-                    c_tl_ns: verdict.c_tl,
-                    c_sc_ns: verdict.c_sc,
-                    victim_zone: v,
-                    victim_valid_blocks: valid,
-                    victim_cold_blocks: cold,
-                    victim_pre_invalid_blocks: pre_invalid,
-                }),
+                weighed: weighed.map(|(_, w)| w),
             });
             if prefer_tl {
                 if unweighed {
@@ -602,18 +597,17 @@ impl Segments {
                 return Some((z, Some(self.open_for_threaded_logging(z))));
             }
             th.stats.compaction_preferred += 1;
-            let (_, v, valid, _, victim_pre_invalid) =
-                weighed.expect("compaction is chosen only when weighed");
-            self.count_compaction_cause(t, keep, v, valid, victim_pre_invalid);
+            let (_, w) = weighed.expect("compaction is chosen only when weighed");
+            self.count_compaction_cause(t, keep, &w);
         }
         self.free_zones.pop_first().map(|z| (z, None))
     }
 
-    /// Counts why hybrid segment recycling preferred compacting zone `v` (`valid` valid and
-    /// `pre_invalid` pre-invalid blocks) to reopening log `t`'s candidate, which keeps `keep`
-    /// ([`CompactionCauses`]).
-    fn count_compaction_cause(&mut self, t: Temp, keep: u64, v: u32, valid: u64, pre_invalid: u64) {
-        let victim = self.victim_temp(v);
+    /// Counts why hybrid segment recycling preferred compacting the victim `w` weighed to
+    /// reopening log `t`'s candidate, which keeps `keep` blocks ([`CompactionCauses`]).
+    fn count_compaction_cause(&mut self, t: Temp, keep: u64, w: &HsrWeighed) {
+        let (valid, pre_invalid) = (w.victim_valid_blocks, w.victim_pre_invalid_blocks);
+        let victim = self.victim_temp(w.victim_zone);
         let zone_blocks = self.layout.blocks_per_zone as u64;
         let th = self.threaded.as_mut().expect("threaded logging is on");
         let causes = &mut th.stats.compaction_preferred_for;
