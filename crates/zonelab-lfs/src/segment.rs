@@ -851,6 +851,25 @@ mod tests {
         assert_eq!(s.threaded.as_ref().expect("on").stats.tl_opens, 1);
     }
 
+    /// Log `t` writes blocks of `owner` until `done` says stop; the zones it wrote, in order.
+    fn zones_of(
+        s: &mut Segments,
+        t: Temp,
+        owner: Summary,
+        done: &dyn Fn(&Segments, &[u32]) -> bool,
+    ) -> Vec<u32> {
+        let mut zs: Vec<u32> = Vec::new();
+        while !done(s, &zs) {
+            let a = s.alloc(t).expect("room");
+            s.validate(a, owner, 0);
+            let z = s.layout.locate(a).expect("main area").0;
+            if zs.last() != Some(&z) {
+                zs.push(z);
+            }
+        }
+        zs
+    }
+
     /// Hybrid segment recycling weighs a costly threaded-logging zone against a cheap
     /// compaction victim and takes a free zone; below the cleaning threshold it reopens the
     /// zone unweighed, as the published ZNS+ F2FS does.
@@ -860,21 +879,10 @@ mod tests {
         let setup = |forced_below: u32| {
             let mut s = segments();
             s.threaded.as_mut().expect("on").forced_below = forced_below;
-            // Log `t` writes until `done` says stop; the zones it wrote, in order.
-            let zones_of = |s: &mut Segments, t: Temp, done: &dyn Fn(&Segments, &[u32]) -> bool| {
-                let mut zs: Vec<u32> = Vec::new();
-                while !done(s, &zs) {
-                    let a = s.alloc(t).expect("room");
-                    s.validate(a, owner, 0);
-                    let z = s.layout.locate(a).expect("main area").0;
-                    if zs.last() != Some(&z) {
-                        zs.push(z);
-                    }
-                }
-                zs
-            };
-            let data = zones_of(&mut s, Temp::HotData, &|_, zs| zs.len() == 2);
-            let node = zones_of(&mut s, Temp::WarmNode, &|s, _| s.free_zones.len() <= 3);
+            let data = zones_of(&mut s, Temp::HotData, owner, &|_, zs| zs.len() == 2);
+            let node = zones_of(&mut s, Temp::WarmNode, owner, &|s, _| {
+                s.free_zones.len() <= 3
+            });
             let bpz = s.layout.blocks_per_zone;
             // A data zone all but dead; a node zone 90% valid.
             for off in 1..bpz {
@@ -930,15 +938,9 @@ mod tests {
         // `freed` of its blocks dropped before a checkpoint and `pre_invalid` after it.
         let setup = |freed: [u32; 2], pre_invalid: [u32; 2]| {
             let mut s = segments();
-            let mut zones: Vec<u32> = Vec::new();
-            while s.free_zones.len() > 3 {
-                let a = s.alloc(Temp::WarmData).expect("room");
-                s.validate(a, owner, 0);
-                let z = s.layout.locate(a).expect("main area").0;
-                if zones.last() != Some(&z) {
-                    zones.push(z);
-                }
-            }
+            let zones = zones_of(&mut s, Temp::WarmData, owner, &|s, _| {
+                s.free_zones.len() <= 3
+            });
             for (i, n) in freed.into_iter().enumerate() {
                 for off in 0..n {
                     s.free(s.layout.addr(zones[i], off), 1);
@@ -954,25 +956,23 @@ mod tests {
             s.writes_issued();
             (s, [zones[0], zones[1]])
         };
-        let causes = |s: &Segments| {
-            s.threaded
-                .as_ref()
-                .expect("on")
-                .stats
-                .compaction_preferred_for
+        // The log takes a free zone (compaction), for the cause `why` alone.
+        let chooses_compaction_for = |mut s: Segments, why: CompactionCauses| {
+            let (_, skip) = s.choose_zone(Temp::WarmData).expect("a free zone");
+            assert!(skip.is_none(), "compaction");
+            let st = s.threaded.as_ref().expect("on").stats;
+            assert_eq!(st.compaction_preferred_for, why);
         };
         let bpz = segments().layout.blocks_per_zone;
         // The first zone keeps 40% of its blocks valid and 60% pre-invalid, the second 70%
         // valid: threaded logging would reopen the second, compaction cleans the first.
-        let (mut s, _) = setup([0, bpz * 3 / 10], [bpz * 6 / 10, 0]);
-        let (_, skip) = s.choose_zone(Temp::WarmData).expect("a free zone");
-        assert!(skip.is_none(), "compaction");
-        assert_eq!(
-            causes(&s),
+        let (s, _) = setup([0, bpz * 3 / 10], [bpz * 6 / 10, 0]);
+        chooses_compaction_for(
+            s,
             CompactionCauses {
                 pre_invalid: 1,
                 ..CompactionCauses::default()
-            }
+            },
         );
         // Half of the second zone valid, every block of it cold at its last TL_open, and cold
         // blocks always outlive the others: B_cold makes compacting it cheaper than reopening it.
@@ -988,14 +988,12 @@ mod tests {
                 valid,
             },
         );
-        let (_, skip) = s.choose_zone(Temp::WarmData).expect("a free zone");
-        assert!(skip.is_none(), "compaction");
-        assert_eq!(
-            causes(&s),
+        chooses_compaction_for(
+            s,
             CompactionCauses {
                 cold_benefit: 1,
                 ..CompactionCauses::default()
-            }
+            },
         );
     }
 
