@@ -1134,6 +1134,7 @@ impl Fs {
                 } else {
                     // Settled after roll-forward, which may find valid blocks here.
                     segs.zones[z as usize] = ZoneUse::Used;
+                    segs.zone_temp[z as usize] = segs.log_in_sit(z);
                 }
             }
         }

@@ -8,7 +8,7 @@ use crate::policy::{
     Allocation, CachedPages, ColdBenefit, F2fs, InStorage, Izc, Policy, ThreadedLogging,
     VictimKind, ZnsPlus,
 };
-use crate::segment::Temp;
+use crate::segment::{Temp, ZoneUse};
 use crate::vfs::{FileKind, FileSystem, FsError, Ino, ROOT_INO, SetAttr};
 use std::rc::Rc;
 use zonelab_device::{
@@ -446,6 +446,76 @@ fn threaded_logging_reuses_dirty_zones() {
         let d = Devices::from(stack);
         run(&sim, async move {
             let fs = remount(&s, &d).await;
+            let problems = fs.check().await.unwrap();
+            assert!(problems.is_empty(), "{problems:?}");
+        });
+    }
+}
+
+/// Threaded logging reopens zones written before a remount: the SIT keeps the log of each
+/// segment's valid blocks (F2FS keeps the segment type there), and mount restores each zone's
+/// log from it. Without it, no log would find a candidate until compaction had cleaned a zone.
+#[test]
+fn threaded_logging_reopens_zones_written_before_a_remount() {
+    for segs_per_zone in [1, 4] {
+        let (sim, stack) = small_device(PayloadMode::Fingerprint);
+        let s = sim.clone();
+        run(&sim, async move {
+            let format = FormatOptions {
+                segs_per_zone,
+                ..FormatOptions::default()
+            };
+            let fs = Fs::mkfs(s.clone(), stack.clone(), format, opts(), znsplus_policy())
+                .await
+                .expect("mkfs");
+            half_valid_zones(&fs, 7).await;
+            // The log of each written zone holding valid blocks.
+            let zone_logs = |fs: &Fs| -> Vec<(u32, Option<Temp>)> {
+                let st = fs.inner.st.borrow();
+                (0..st.segs.layout.sb.main_zones)
+                    .filter(|&z| st.segs.zones[z as usize] == ZoneUse::Used)
+                    .filter(|&z| st.segs.zone_valid(z) > 0)
+                    .map(|z| (z, st.segs.zone_temp[z as usize]))
+                    .collect()
+            };
+            let before = zone_logs(&fs);
+            assert!(before.iter().all(|(_, t)| t.is_some()), "{before:?}");
+            fs.unmount().await.unwrap();
+            let fs = Fs::mount(s.clone(), stack.clone(), opts(), znsplus_policy())
+                .await
+                .expect("mount");
+            assert_eq!(zone_logs(&fs), before);
+            // New files until HSR reopens a zone for threaded logging. Every zone it weighed
+            // as a log's candidate is one written before the remount, by that log (the new
+            // files fill the zones they go to).
+            let choices = async {
+                for f in 0..fs.statfs().blocks / 16 {
+                    let a = fs
+                        .create(ROOT_INO, &format!("g{f}"), 0o644, 0, 0)
+                        .await
+                        .unwrap();
+                    fs.write(a.ino, 0, sixteen_blocks(f as usize))
+                        .await
+                        .unwrap();
+                    let choices: Vec<_> = fs
+                        .gc_log(0)
+                        .into_iter()
+                        .filter_map(|e| match e {
+                            GcEvent::ReclaimChoice(c) => Some(c),
+                            _ => None,
+                        })
+                        .collect();
+                    if choices.iter().any(|c| c.chose == Reclaim::ThreadedLogging) {
+                        return choices;
+                    }
+                }
+                panic!("threaded logging reopened no zone: {:?}", fs.stats());
+            }
+            .await;
+            for c in &choices {
+                assert!(before.contains(&(c.zone, Some(c.log))), "{c:?} {before:?}");
+            }
+            fs.sync().await.unwrap();
             let problems = fs.check().await.unwrap();
             assert!(problems.is_empty(), "{problems:?}");
         });

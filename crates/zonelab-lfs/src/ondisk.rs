@@ -493,13 +493,46 @@ pub fn decode_nat(b: &[u8], block_index: u32) -> FsResult<Vec<NatEntry>> {
         .collect()
 }
 
-/// SIT entry of one segment: valid blocks, their bitmap, and the last modification time.
+/// The six logs, in checkpoint order (F2FS's CURSEG_* numbering).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Temp {
+    HotData = 0,
+    WarmData = 1,
+    ColdData = 2,
+    HotNode = 3,
+    WarmNode = 4,
+    ColdNode = 5,
+}
+
+impl Temp {
+    pub const ALL: [Temp; 6] = [
+        Temp::HotData,
+        Temp::WarmData,
+        Temp::ColdData,
+        Temp::HotNode,
+        Temp::WarmNode,
+        Temp::ColdNode,
+    ];
+}
+
+/// SIT entry of one segment: valid blocks, their bitmap, the last modification time, and the
+/// log that wrote the valid blocks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SitEntry {
     pub valid: u32,
     pub mtime: u64,
     pub bitmap: Vec<u64>,
+    /// The log that wrote the segment's blocks, while it holds a valid one (F2FS keeps a
+    /// segment's type in its SIT entry, above the valid count). Threaded logging reopens only
+    /// its own log's zones (seed 000 §3.3), so a remount must know them. `None` for a segment
+    /// without valid blocks, for blocks roll-forward recovered, and in images from before the
+    /// field (whose counts leave the bits zero).
+    pub log: Option<Temp>,
 }
+
+/// Bits of a SIT entry's first word that hold the valid count; the log is above them.
+const SIT_VALID_BITS: u32 = 24;
 
 impl SitEntry {
     pub fn new(blocks_per_seg: u32) -> SitEntry {
@@ -507,6 +540,7 @@ impl SitEntry {
             valid: 0,
             mtime: 0,
             bitmap: vec![0; (blocks_per_seg as usize).div_ceil(64)],
+            log: None,
         }
     }
     pub fn is_valid(&self, off: u32) -> bool {
@@ -541,7 +575,9 @@ pub fn encode_sit(block_index: u32, entries: &[SitEntry]) -> Vec<u8> {
     let mut e = Enc::new(MAGIC_SIT);
     e.u32(block_index);
     for s in entries {
-        e.u32(s.valid);
+        assert!(s.valid < 1 << SIT_VALID_BITS, "layout keeps segments small");
+        let log = s.log.map_or(0, |t| t as u32 + 1);
+        e.u32(s.valid | log << SIT_VALID_BITS);
         e.u64(s.mtime);
         for w in &s.bitmap {
             e.u64(*w);
@@ -563,7 +599,14 @@ pub fn decode_sit(
     let words = (blocks_per_seg as usize).div_ceil(64);
     let mut out = Vec::with_capacity(count);
     for _ in 0..count {
-        let valid = d.u32()?;
+        let word = d.u32()?;
+        let valid = word & ((1 << SIT_VALID_BITS) - 1);
+        let log = match word >> SIT_VALID_BITS {
+            0 => None,
+            n => Some(*Temp::ALL.get(n as usize - 1).ok_or_else(|| {
+                d.err(format!("segment names log {n}; logs are numbered 1 to 6"))
+            })?),
+        };
         let mtime = d.u64()?;
         let bitmap = (0..words)
             .map(|_| d.u64())
@@ -572,12 +615,18 @@ pub fn decode_sit(
             valid,
             mtime,
             bitmap,
+            log,
         };
         let ones: u32 = s.bitmap.iter().map(|w| w.count_ones()).sum();
         if ones != s.valid {
             return Err(d.err(format!(
                 "segment counts {} valid blocks but its bitmap has {ones}",
                 s.valid
+            )));
+        }
+        if let (0, Some(t)) = (s.valid, s.log) {
+            return Err(d.err(format!(
+                "segment holds no valid block but names the {t:?} log"
             )));
         }
         out.push(s);
@@ -966,7 +1015,13 @@ mod tests {
         let mut s = SitEntry::new(8192);
         assert!(s.set(5, true) && !s.set(5, true) && s.set(8191, true));
         let per = sit_per_block(8192);
-        let v = vec![s.clone(); per];
+        let mut v = vec![s.clone(); per];
+        for (e, t) in v
+            .iter_mut()
+            .zip(Temp::ALL.into_iter().map(Some).chain([None]))
+        {
+            e.log = t;
+        }
         assert_eq!(decode_sit(&encode_sit(3, &v), 3, per, 8192).unwrap(), v);
         let sums = vec![Summary { nid: 3, ofs: 9 }; SSA_PER_BLOCK];
         assert_eq!(
@@ -979,6 +1034,39 @@ mod tests {
             name: b"abc".to_vec(),
         }];
         assert_eq!(decode_dentries(&encode_dentries(&dents)).unwrap(), dents);
+    }
+
+    /// A SIT entry's log lies above its valid count: a number past the six logs, or a log
+    /// named for a segment without valid blocks, is corrupt; an entry from before the field
+    /// (bits zero) names none.
+    #[test]
+    fn sit_entries_name_their_log() {
+        let mut s = SitEntry::new(512);
+        s.set(7, true);
+        let word = |b: &[u8]| u32::from_le_bytes(b[8..12].try_into().unwrap());
+        let block = encode_sit(0, std::slice::from_ref(&s));
+        assert_eq!(word(&block), 1, "no log: the count alone");
+        let read = |block: &[u8]| decode_sit(block, 0, 1, 512);
+        assert_eq!(read(&block).unwrap()[0].log, None);
+        s.log = Some(Temp::ColdNode);
+        let block = encode_sit(0, std::slice::from_ref(&s));
+        assert_eq!(word(&block), 6 << SIT_VALID_BITS | 1);
+        assert_eq!(read(&block).unwrap()[0].log, Some(Temp::ColdNode));
+        // encode_sit cannot name a seventh log; the block is written word by word.
+        let mut bad = Enc::new(MAGIC_SIT);
+        bad.u32(0);
+        bad.u32(7 << SIT_VALID_BITS | 1);
+        bad.u64(s.mtime);
+        s.bitmap.iter().for_each(|&w| bad.u64(w));
+        let e = read(&bad.finish()).unwrap_err().to_string();
+        assert!(e.contains("names log 7"), "{e}");
+        let mut empty = SitEntry::new(512);
+        empty.log = Some(Temp::HotData);
+        let e = read(&encode_sit(0, &[empty])).unwrap_err().to_string();
+        assert!(
+            e.contains("no valid block but names the HotData log"),
+            "{e}"
+        );
     }
 
     /// Valid encodings of every block kind, as (kind, blocks).

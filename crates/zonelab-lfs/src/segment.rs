@@ -4,33 +4,11 @@
 
 use crate::gc_log::{HsrWeighed, Reclaim, ReclaimChoice};
 use crate::layout::Layout;
+pub use crate::ondisk::Temp;
 use crate::ondisk::{BlkAddr, CursegState, NULL_ADDR, Nid, SitEntry, Summary};
 use crate::policy::Hsr;
 use std::collections::{BTreeMap, BTreeSet};
 use zonelab_sim::Nanos;
-
-/// The six logs, in checkpoint order (F2FS's CURSEG_* numbering).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Temp {
-    HotData = 0,
-    WarmData = 1,
-    ColdData = 2,
-    HotNode = 3,
-    WarmNode = 4,
-    ColdNode = 5,
-}
-
-impl Temp {
-    pub const ALL: [Temp; 6] = [
-        Temp::HotData,
-        Temp::WarmData,
-        Temp::ColdData,
-        Temp::HotNode,
-        Temp::WarmNode,
-        Temp::ColdNode,
-    ];
-}
 
 /// What a main-area zone is used for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,8 +44,8 @@ pub struct Segments {
     pub free_zones: BTreeSet<u32>,
     /// Valid blocks in the main area.
     pub valid_blocks: u64,
-    /// The log that last wrote each zone (F2FS keeps the segment type in the SIT; here it is
-    /// known for zones written since mount).
+    /// The log that last wrote each zone. The SIT keeps it for every segment holding valid
+    /// blocks ([`SitEntry::log`]), so a mount restores it ([`Segments::log_in_sit`]).
     pub zone_temp: Vec<Option<Temp>>,
     /// The zone being cleaned (no log may reopen it).
     pub cleaning: Option<u32>,
@@ -261,6 +239,13 @@ impl Segments {
             .sum()
     }
 
+    /// The log the SIT names for zone `z`'s valid blocks, if any (its segments agree: a log
+    /// writes a zone from its start, and a segment forgets its log with its last valid block).
+    pub fn log_in_sit(&self, z: u32) -> Option<Temp> {
+        let spz = self.layout.sb.segs_per_zone;
+        (z * spz..(z + 1) * spz).find_map(|s| self.sit[s as usize].log)
+    }
+
     /// Written zones whose blocks are all invalid now become prefree, as F2FS's segments
     /// with no valid block do (its PRE dirty list): the checkpoint being written frees them
     /// without cleaning. A zone being cleaned is left to the cleaner.
@@ -305,6 +290,13 @@ impl Segments {
             if valid { "valid" } else { "invalid" }
         );
         e.mtime = now;
+        if valid {
+            if let Some(t) = self.zone_temp[z as usize] {
+                e.log = Some(t);
+            }
+        } else if e.valid == 0 {
+            e.log = None;
+        }
         self.sit_dirty
             .insert(seg / self.layout.sit_per_block as u32);
         if valid {
