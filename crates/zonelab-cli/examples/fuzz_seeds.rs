@@ -1,19 +1,26 @@
-//! Writes the seed corpus of the binary targets (`lfs_ondisk`, `device_image`) under
-//! `fuzz/corpus/`: valid encodings, so fuzzing starts from real structure. Run from `fuzz/`:
-//! `cargo +nightly run --example make_seeds`. (The text targets' seeds are copies of
-//! `experiments/*.toml`, `profiles/*.toml` and hand-written fio job files.)
+//! Writes the seed corpus of the fuzz targets that take binary input (`lfs_ondisk`,
+//! `device_image`) under the directory given (`fuzz/corpus/` for `scripts/fuzz-smoke`): valid
+//! encodings, so fuzzing starts from real structure. From the repository's root:
+//! `cargo run --example fuzz_seeds -- fuzz/corpus`. (The text targets' seeds are copies of
+//! `experiments/*.toml`, `profiles/*.toml` and hand-written fio job files.) It lives in the
+//! workspace, not in `fuzz/`, so the test build already holds it and the fuzz run needs no
+//! second build of the simulator without instrumentation.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use zonelab_cli::image;
 use zonelab_device::{PayloadMode, Profile, ZonedDevice};
 use zonelab_lfs::FileKind;
 use zonelab_lfs::layout::{DeviceShape, FormatOptions, plan};
-use zonelab_lfs::ondisk::{self, BODY, Checkpoint, Dentry, Footer, InodeData, Node, NodeBody};
+use zonelab_lfs::ondisk::{
+    self, BODY, Checkpoint, Dentry, Footer, InodeData, Node, NodeBody, Temp,
+};
 
-fn write(target: &str, name: &str, bytes: &[u8]) {
-    let dir = Path::new("corpus").join(target);
-    fs::create_dir_all(&dir).expect("corpus directory");
+/// Writes seed `name` of fuzz target `target` under the corpus directory `corpus`.
+fn seed(corpus: &Path, target: &str, name: &str, bytes: &[u8]) {
+    let dir = corpus.join(target);
+    fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("cannot create the corpus directory {}: {e}", dir.display()));
     fs::write(dir.join(name), bytes).expect("seed file");
 }
 
@@ -34,6 +41,11 @@ fn block_seed(sel: u8, blocks: &[Vec<u8>]) -> Vec<u8> {
 }
 
 fn main() {
+    let Some(corpus) = std::env::args_os().nth(1).map(PathBuf::from) else {
+        eprintln!("usage: fuzz_seeds CORPUS_DIR (scripts/fuzz-smoke passes fuzz/corpus)");
+        std::process::exit(2);
+    };
+    let write = |target: &str, name: &str, bytes: &[u8]| seed(&corpus, target, name, bytes);
     let overrides = |s: &[&str]| {
         Profile::parse_overrides(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>())
             .expect("overrides")
@@ -74,6 +86,7 @@ fn main() {
     let mut sit = ondisk::SitEntry::new(512);
     sit.set(3, true);
     sit.set(100, true);
+    sit.log = Some(Temp::WarmData);
     // The target reads blocks_per_seg from the input's last two bytes.
     let mut seed = block_seed(3, &[ondisk::encode_sit(0, &[sit])]);
     seed.extend_from_slice(&512u16.to_le_bytes());
