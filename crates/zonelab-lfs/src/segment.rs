@@ -644,8 +644,9 @@ impl Segments {
             .min_by_key(|&(z, keep)| (keep, z))
     }
 
-    /// The log that wrote zone `z`; a zone no log has written since mount counts as warm data
-    /// (the log of file data).
+    /// The log that wrote zone `z`; a zone whose log is not known (its blocks recovered by
+    /// roll-forward, or an image from before the SIT named logs) counts as warm data (the log
+    /// of file data).
     pub fn victim_temp(&self, z: u32) -> Temp {
         self.zone_temp[z as usize].unwrap_or(Temp::WarmData)
     }
