@@ -934,6 +934,8 @@ mod model {
         Fsync(u8),
         Remount,
         Crash,
+        /// Rewrites ballast file "c{k % 64}" whole (nothing without ballast).
+        Rewrite(u8),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -948,6 +950,7 @@ mod model {
             3 => any::<u8>().prop_map(Op::Fsync),
             1 => Just(Op::Remount),
             1 => Just(Op::Crash),
+            6 => any::<u8>().prop_map(Op::Rewrite),
         ]
     }
 
@@ -996,143 +999,274 @@ mod model {
         assert!(problems.is_empty(), "{problems:?}");
     }
 
+    /// Files in a directory "ballast": nearly the whole file system, every other one deleted
+    /// and synced, then two fifths more: the zones are half valid and so few are free that
+    /// the logs reclaim zones, and the operations that follow make them reclaim more.
+    async fn ballast(fs: &Fs) -> Ino {
+        let d = fs.mkdir(ROOT_INO, "ballast", 0o755, 0, 0).await.unwrap();
+        let blocks = fs.statfs().blocks;
+        let fill = |prefix: &'static str, files: u64| async move {
+            for f in 0..files {
+                let a = fs
+                    .create(d.ino, &format!("{prefix}{f}"), 0o644, 0, 0)
+                    .await
+                    .unwrap();
+                fs.write(a.ino, 0, OwnedData::Bytes(bytes(f as u8, 65536)))
+                    .await
+                    .unwrap();
+            }
+        };
+        let files = blocks * 97 / 100 / 16;
+        fill("b", files).await;
+        for f in (0..files).step_by(2) {
+            fs.unlink(d.ino, &format!("b{f}")).await.unwrap();
+        }
+        fs.sync().await.unwrap();
+        fill("c", blocks * 2 / 5 / 16).await;
+        fs.sync().await.unwrap();
+        d.ino
+    }
+
+    /// Generation `g` of ballast file "c{k}" (generation 0 is what [`ballast`] wrote).
+    fn ballast_content(k: u8, g: u8) -> OwnedData {
+        OwnedData::Bytes(bytes(k.wrapping_add(g.wrapping_mul(37)), 65536))
+    }
+
+    /// Each rewritten ballast file holds its latest generation, or after a crash one between
+    /// that the last checkpoint holds and the latest (cleaning checkpoints too); from here on
+    /// the one it holds is both.
+    async fn verify_rewritten(
+        fs: &Fs,
+        dir: Option<Ino>,
+        rewritten: &mut BTreeMap<u8, (u8, u8)>,
+        after_crash: bool,
+    ) {
+        let Some(d) = dir else { return };
+        for (&k, g) in rewritten.iter_mut() {
+            let a = fs.lookup(d, &format!("c{k}")).await.unwrap();
+            let got = fs.read(a.ino, 0, 65536).await.unwrap();
+            let oldest = if after_crash { g.0 } else { g.1 };
+            let held = (oldest..=g.1)
+                .find(|&i| got == ballast_content(k, i))
+                .unwrap_or_else(|| {
+                    panic!("ballast c{k} holds none of generations {oldest}..={}", g.1)
+                });
+            *g = (held, held);
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
         #[test]
         fn operations_match_the_model_across_remounts_and_crashes(ops in proptest::collection::vec(op(), 1..60)) {
-            let (sim, stack) = small_device(PayloadMode::Full);
-            let s = sim.clone();
-            run(&sim, async move {
-                let mut fs = format(&s, &stack).await;
-                let mut m: Model = BTreeMap::new();
-                let mut durable: Model = BTreeMap::new();
-                // Names changed since the last checkpoint we know of.
-                let mut touched: BTreeMap<String, bool> = BTreeMap::new();
-                for op in ops {
-                    match op {
-                        Op::Create(k) => {
-                            let r = fs.create(ROOT_INO, &name(k), 0o644, 0, 0).await;
-                            match m.entry(name(k)) {
-                                std::collections::btree_map::Entry::Occupied(_) => {
-                                    assert_eq!(r.unwrap_err(), FsError::Exists);
-                                }
-                                std::collections::btree_map::Entry::Vacant(v) => {
-                                    r.unwrap();
-                                    v.insert(Some(Vec::new()));
-                                    touched.insert(name(k), true);
-                                }
+            match_the_model(ops, || Box::new(F2fs), false);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+        /// The same under znsplus on a nearly full file system: the logs reopen zones by
+        /// threaded logging, before and after remounts and crashes.
+        #[test]
+        fn threaded_logging_matches_the_model_across_remounts_and_crashes(ops in proptest::collection::vec(op(), 1..60)) {
+            match_the_model(ops, znsplus_policy, true);
+        }
+    }
+
+    /// Runs `ops` on a fresh file system with `policy` (after [`ballast`] if asked) and on
+    /// the model, checking that they agree after each remount and crash and at the end.
+    fn match_the_model(ops: Vec<Op>, policy: fn() -> Box<dyn Policy>, with_ballast: bool) {
+        // Under ballast, zones of 512 KiB: the operations' writes fill several.
+        let small_zones = [
+            ("zone_size", "512KiB"),
+            ("pages_per_block", "2"),
+            ("zones", "64"),
+            ("blocks_per_plane", "72"),
+        ];
+        let extra: &[_] = if with_ballast { &small_zones } else { &[] };
+        let (sim, stack) = small_device_with(PayloadMode::Full, extra);
+        let s = sim.clone();
+        run(&sim, async move {
+            let remount = |s: &Sim, stack: &Rc<HostStack>| {
+                Fs::mount(s.clone(), Devices::from(stack.clone()), opts(), policy())
+            };
+            let mut fs = format_with(&s, &stack, policy()).await;
+            let mut m: Model = BTreeMap::new();
+            // Per rewritten ballast file: the generation the last checkpoint holds, and the
+            // latest ([`ballast_content`]).
+            let mut rewritten: BTreeMap<u8, (u8, u8)> = BTreeMap::new();
+            let mut ballast_dir = None;
+            if with_ballast {
+                ballast_dir = Some(ballast(&fs).await);
+                m.insert("ballast".into(), None);
+            }
+            let mut durable: Model = m.clone();
+            // Names changed since the last checkpoint we know of.
+            let mut touched: BTreeMap<String, bool> = BTreeMap::new();
+            for op in ops {
+                match op {
+                    Op::Create(k) => {
+                        let r = fs.create(ROOT_INO, &name(k), 0o644, 0, 0).await;
+                        match m.entry(name(k)) {
+                            std::collections::btree_map::Entry::Occupied(_) => {
+                                assert_eq!(r.unwrap_err(), FsError::Exists);
                             }
-                        }
-                        Op::Write(k, off, len, seed) => {
-                            if let Some(Some(c)) = m.get_mut(&name(k)) {
-                                let a = fs.lookup(ROOT_INO, &name(k)).await.unwrap();
-                                let data = bytes(seed, len as usize);
-                                fs.write(a.ino, off as u64, OwnedData::Bytes(data.clone())).await.unwrap();
-                                let end = off as usize + len as usize;
-                                if c.len() < end {
-                                    c.resize(end, 0);
-                                }
-                                c[off as usize..end].copy_from_slice(&data);
+                            std::collections::btree_map::Entry::Vacant(v) => {
+                                r.unwrap();
+                                v.insert(Some(Vec::new()));
                                 touched.insert(name(k), true);
                             }
-                        }
-                        Op::Truncate(k, n) => {
-                            if let Some(Some(c)) = m.get_mut(&name(k)) {
-                                let a = fs.lookup(ROOT_INO, &name(k)).await.unwrap();
-                                fs.setattr(a.ino, SetAttr { size: Some(n as u64), ..Default::default() }).await.unwrap();
-                                c.resize(n as usize, 0);
-                                touched.insert(name(k), true);
-                            }
-                        }
-                        Op::Unlink(k) => {
-                            let r = fs.unlink(ROOT_INO, &name(k)).await;
-                            match m.get(&name(k)) {
-                                Some(Some(_)) => { r.unwrap(); m.remove(&name(k)); touched.insert(name(k), true); }
-                                Some(None) => {
-                                    assert_eq!(r.unwrap_err(), FsError::IsDir);
-                                    fs.rmdir(ROOT_INO, &name(k)).await.unwrap();
-                                    m.remove(&name(k));
-                                    touched.insert(name(k), true);
-                                }
-                                None => assert_eq!(r.unwrap_err(), FsError::NotFound),
-                            }
-                        }
-                        Op::Rename(a, b) => {
-                            let (na, nb) = (name(a), name(b));
-                            let r = fs.rename(ROOT_INO, &na, ROOT_INO, &nb).await;
-                            match (m.get(&na).cloned(), m.get(&nb).cloned()) {
-                                (None, _) => assert_eq!(r.unwrap_err(), FsError::NotFound),
-                                _ if na == nb => r.unwrap(),
-                                (Some(Some(_)), Some(None)) => assert_eq!(r.unwrap_err(), FsError::IsDir),
-                                (Some(None), Some(Some(_))) => assert_eq!(r.unwrap_err(), FsError::NotDir),
-                                (Some(v), _) => {
-                                    r.unwrap();
-                                    m.remove(&na);
-                                    m.insert(nb.clone(), v);
-                                    touched.insert(na, true);
-                                    touched.insert(nb, true);
-                                }
-                            }
-                        }
-                        Op::Mkdir(k) => {
-                            let r = fs.mkdir(ROOT_INO, &name(k), 0o755, 0, 0).await;
-                            match m.entry(name(k)) {
-                                std::collections::btree_map::Entry::Occupied(_) => {
-                                    assert_eq!(r.unwrap_err(), FsError::Exists);
-                                }
-                                std::collections::btree_map::Entry::Vacant(v) => {
-                                    r.unwrap();
-                                    v.insert(None);
-                                    touched.insert(name(k), true);
-                                }
-                            }
-                        }
-                        Op::Fsync(k) => {
-                            if let Some(c) = m.get(&name(k)).cloned() {
-                                let a = fs.lookup(ROOT_INO, &name(k)).await.unwrap();
-                                fs.fsync(a.ino, false).await.unwrap();
-                                if c.is_some() {
-                                    durable.insert(name(k), c);
-                                    touched.remove(&name(k));
-                                }
-                            }
-                        }
-                        Op::Sync => {
-                            fs.sync().await.unwrap();
-                            durable = m.clone();
-                            touched.clear();
-                        }
-                        Op::Remount => {
-                            fs.unmount().await.unwrap();
-                            fs = remount(&s, &stack).await;
-                            durable = m.clone();
-                            touched.clear();
-                            verify(&fs, &m, None).await;
-                        }
-                        Op::Crash => {
-                            drop(fs);
-                            fs = remount(&s, &stack).await;
-                            // Names untouched since the last sync read back as then; the rest may
-                            // be as then or newer (cleaning checkpoints), but fsck is clean.
-                            let keep: Model = durable.iter().filter(|(n, _)| !touched.contains_key(*n)).map(|(n, c)| (n.clone(), c.clone())).collect();
-                            verify(&fs, &keep, Some(&touched)).await;
-                            // Continue from what the mount shows.
-                            m.clear();
-                            for e in fs.readdir(ROOT_INO).await.unwrap() {
-                                let v = if e.kind == FileKind::Dir { None } else {
-                                    let OwnedData::Bytes(b) = fs.read(e.ino, 0, 1 << 20).await.unwrap() else { panic!() };
-                                    Some(b)
-                                };
-                                m.insert(e.name, v);
-                            }
-                            durable = m.clone();
-                            touched.clear();
                         }
                     }
+                    Op::Write(k, off, len, seed) => {
+                        if let Some(Some(c)) = m.get_mut(&name(k)) {
+                            let a = fs.lookup(ROOT_INO, &name(k)).await.unwrap();
+                            let data = bytes(seed, len as usize);
+                            fs.write(a.ino, off as u64, OwnedData::Bytes(data.clone()))
+                                .await
+                                .unwrap();
+                            let end = off as usize + len as usize;
+                            if c.len() < end {
+                                c.resize(end, 0);
+                            }
+                            c[off as usize..end].copy_from_slice(&data);
+                            touched.insert(name(k), true);
+                        }
+                    }
+                    Op::Truncate(k, n) => {
+                        if let Some(Some(c)) = m.get_mut(&name(k)) {
+                            let a = fs.lookup(ROOT_INO, &name(k)).await.unwrap();
+                            fs.setattr(
+                                a.ino,
+                                SetAttr {
+                                    size: Some(n as u64),
+                                    ..Default::default()
+                                },
+                            )
+                            .await
+                            .unwrap();
+                            c.resize(n as usize, 0);
+                            touched.insert(name(k), true);
+                        }
+                    }
+                    Op::Unlink(k) => {
+                        let r = fs.unlink(ROOT_INO, &name(k)).await;
+                        match m.get(&name(k)) {
+                            Some(Some(_)) => {
+                                r.unwrap();
+                                m.remove(&name(k));
+                                touched.insert(name(k), true);
+                            }
+                            Some(None) => {
+                                assert_eq!(r.unwrap_err(), FsError::IsDir);
+                                fs.rmdir(ROOT_INO, &name(k)).await.unwrap();
+                                m.remove(&name(k));
+                                touched.insert(name(k), true);
+                            }
+                            None => assert_eq!(r.unwrap_err(), FsError::NotFound),
+                        }
+                    }
+                    Op::Rename(a, b) => {
+                        let (na, nb) = (name(a), name(b));
+                        let r = fs.rename(ROOT_INO, &na, ROOT_INO, &nb).await;
+                        match (m.get(&na).cloned(), m.get(&nb).cloned()) {
+                            (None, _) => assert_eq!(r.unwrap_err(), FsError::NotFound),
+                            _ if na == nb => r.unwrap(),
+                            (Some(Some(_)), Some(None)) => {
+                                assert_eq!(r.unwrap_err(), FsError::IsDir)
+                            }
+                            (Some(None), Some(Some(_))) => {
+                                assert_eq!(r.unwrap_err(), FsError::NotDir)
+                            }
+                            (Some(v), _) => {
+                                r.unwrap();
+                                m.remove(&na);
+                                m.insert(nb.clone(), v);
+                                touched.insert(na, true);
+                                touched.insert(nb, true);
+                            }
+                        }
+                    }
+                    Op::Mkdir(k) => {
+                        let r = fs.mkdir(ROOT_INO, &name(k), 0o755, 0, 0).await;
+                        match m.entry(name(k)) {
+                            std::collections::btree_map::Entry::Occupied(_) => {
+                                assert_eq!(r.unwrap_err(), FsError::Exists);
+                            }
+                            std::collections::btree_map::Entry::Vacant(v) => {
+                                r.unwrap();
+                                v.insert(None);
+                                touched.insert(name(k), true);
+                            }
+                        }
+                    }
+                    Op::Fsync(k) => {
+                        if let Some(c) = m.get(&name(k)).cloned() {
+                            let a = fs.lookup(ROOT_INO, &name(k)).await.unwrap();
+                            fs.fsync(a.ino, false).await.unwrap();
+                            if c.is_some() {
+                                durable.insert(name(k), c);
+                                touched.remove(&name(k));
+                            }
+                        }
+                    }
+                    Op::Sync => {
+                        fs.sync().await.unwrap();
+                        durable = m.clone();
+                        touched.clear();
+                        rewritten.values_mut().for_each(|g| g.0 = g.1);
+                    }
+                    Op::Rewrite(k) => {
+                        if let Some(d) = ballast_dir {
+                            let k = k % 64;
+                            let g = rewritten.entry(k).or_insert((0, 0));
+                            g.1 += 1;
+                            let a = fs.lookup(d, &format!("c{k}")).await.unwrap();
+                            fs.write(a.ino, 0, ballast_content(k, g.1)).await.unwrap();
+                        }
+                    }
+                    Op::Remount => {
+                        fs.unmount().await.unwrap();
+                        fs = remount(&s, &stack).await.expect("mount");
+                        durable = m.clone();
+                        touched.clear();
+                        verify(&fs, &m, None).await;
+                        verify_rewritten(&fs, ballast_dir, &mut rewritten, false).await;
+                    }
+                    Op::Crash => {
+                        drop(fs);
+                        fs = remount(&s, &stack).await.expect("mount");
+                        // Names untouched since the last sync read back as then; the rest may
+                        // be as then or newer (cleaning checkpoints), but fsck is clean.
+                        let keep: Model = durable
+                            .iter()
+                            .filter(|(n, _)| !touched.contains_key(*n))
+                            .map(|(n, c)| (n.clone(), c.clone()))
+                            .collect();
+                        verify(&fs, &keep, Some(&touched)).await;
+                        // Continue from what the mount shows.
+                        m.clear();
+                        for e in fs.readdir(ROOT_INO).await.unwrap() {
+                            let v = if e.kind == FileKind::Dir {
+                                None
+                            } else {
+                                let OwnedData::Bytes(b) = fs.read(e.ino, 0, 1 << 20).await.unwrap()
+                                else {
+                                    panic!()
+                                };
+                                Some(b)
+                            };
+                            m.insert(e.name, v);
+                        }
+                        durable = m.clone();
+                        touched.clear();
+                        verify_rewritten(&fs, ballast_dir, &mut rewritten, true).await;
+                    }
                 }
-                verify(&fs, &m, None).await;
-            });
-        }
+            }
+            verify(&fs, &m, None).await;
+            verify_rewritten(&fs, ballast_dir, &mut rewritten, false).await;
+        });
     }
 }
 
