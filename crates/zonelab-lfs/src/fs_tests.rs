@@ -1032,9 +1032,9 @@ mod model {
         OwnedData::Bytes(bytes(k.wrapping_add(g.wrapping_mul(37)), 65536))
     }
 
-    /// Each rewritten ballast file holds its latest generation, or after a crash one between
-    /// that the last checkpoint holds and the latest (cleaning checkpoints too); from here on
-    /// the one it holds is both.
+    /// Each rewritten ballast file holds its latest generation, or, after a crash, one from
+    /// the generation the last known checkpoint holds to the latest (cleaning checkpoints
+    /// too); from here on the one it holds is both.
     async fn verify_rewritten(
         fs: &Fs,
         dir: Option<Ino>,
@@ -1087,7 +1087,7 @@ mod model {
         let (sim, stack) = small_device_with(PayloadMode::Full, extra);
         let s = sim.clone();
         run(&sim, async move {
-            let remount = |s: &Sim, stack: &Rc<HostStack>| {
+            let mount_again = |s: &Sim, stack: &Rc<HostStack>| {
                 Fs::mount(s.clone(), Devices::from(stack.clone()), opts(), policy())
             };
             let mut fs = format_with(&s, &stack, policy()).await;
@@ -1227,7 +1227,7 @@ mod model {
                     }
                     Op::Remount => {
                         fs.unmount().await.unwrap();
-                        fs = remount(&s, &stack).await.expect("mount");
+                        fs = mount_again(&s, &stack).await.expect("mount");
                         durable = m.clone();
                         touched.clear();
                         verify(&fs, &m, None).await;
@@ -1235,7 +1235,7 @@ mod model {
                     }
                     Op::Crash => {
                         drop(fs);
-                        fs = remount(&s, &stack).await.expect("mount");
+                        fs = mount_again(&s, &stack).await.expect("mount");
                         // Names untouched since the last sync read back as then; the rest may
                         // be as then or newer (cleaning checkpoints), but fsck is clean.
                         let keep: Model = durable

@@ -526,8 +526,8 @@ pub struct SitEntry {
     /// The log that wrote the segment's blocks, while it holds a valid one (F2FS keeps a
     /// segment's type in its SIT entry, above the valid count). Threaded logging reopens only
     /// its own log's zones (seed 000 §3.3), so a remount must know them. `None` for a segment
-    /// without valid blocks, for blocks roll-forward recovered, and in images from before the
-    /// field (whose counts leave the bits zero).
+    /// without valid blocks, for blocks roll-forward recovered into a zone whose log mount did
+    /// not know, and in images from before the field (whose counts leave the bits zero).
     pub log: Option<Temp>,
 }
 
