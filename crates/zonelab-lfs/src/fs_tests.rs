@@ -410,13 +410,7 @@ fn threaded_logging_reuses_dirty_zones() {
         assert!(st.threaded.tl_blocks > 0, "{st:?}");
         // The log has every choice of zone, in time order, and HSR's costs back each one it
         // weighed (per segment: ties go to threaded logging).
-        let choices: Vec<_> = log
-            .iter()
-            .filter_map(|e| match e {
-                GcEvent::ReclaimChoice(c) => Some(c),
-                _ => None,
-            })
-            .collect();
+        let choices: Vec<_> = log.iter().filter_map(GcEvent::reclaim_choice).collect();
         let chose = |r| choices.iter().filter(|c| c.chose == r).count() as u64;
         // A log picks its next zone when it takes the last block of its zone, and enters it
         // (a TL_open) at its next block: each log that can reopen zones (not the cold data
@@ -497,13 +491,9 @@ fn threaded_logging_reopens_zones_written_before_a_remount() {
                     fs.write(a.ino, 0, sixteen_blocks(f as usize))
                         .await
                         .unwrap();
-                    let choices: Vec<_> = fs
-                        .gc_log(0)
-                        .into_iter()
-                        .filter_map(|e| match e {
-                            GcEvent::ReclaimChoice(c) => Some(c),
-                            _ => None,
-                        })
+                    let choices: Vec<_> = (fs.gc_log(0).iter())
+                        .filter_map(GcEvent::reclaim_choice)
+                        .cloned()
                         .collect();
                     if choices.iter().any(|c| c.chose == Reclaim::ThreadedLogging) {
                         return choices;
@@ -999,6 +989,27 @@ mod model {
         assert!(problems.is_empty(), "{problems:?}");
     }
 
+    /// A create or mkdir of `n` returned `r`: refused (it exists) when the model has the name,
+    /// else the model gains `n` holding `value`, changed since the last checkpoint.
+    fn created<T: std::fmt::Debug>(
+        r: crate::vfs::FsResult<T>,
+        n: String,
+        value: Option<Vec<u8>>,
+        m: &mut Model,
+        touched: &mut BTreeMap<String, bool>,
+    ) {
+        match m.entry(n.clone()) {
+            std::collections::btree_map::Entry::Occupied(_) => {
+                assert_eq!(r.unwrap_err(), FsError::Exists);
+            }
+            std::collections::btree_map::Entry::Vacant(v) => {
+                r.unwrap();
+                v.insert(value);
+                touched.insert(n, true);
+            }
+        }
+    }
+
     /// Files in a directory "ballast": nearly the whole file system, every other one deleted
     /// and synced, then two fifths more: the zones are half valid and so few are free that
     /// the logs reclaim zones, and the operations that follow make them reclaim more.
@@ -1107,16 +1118,7 @@ mod model {
                 match op {
                     Op::Create(k) => {
                         let r = fs.create(ROOT_INO, &name(k), 0o644, 0, 0).await;
-                        match m.entry(name(k)) {
-                            std::collections::btree_map::Entry::Occupied(_) => {
-                                assert_eq!(r.unwrap_err(), FsError::Exists);
-                            }
-                            std::collections::btree_map::Entry::Vacant(v) => {
-                                r.unwrap();
-                                v.insert(Some(Vec::new()));
-                                touched.insert(name(k), true);
-                            }
-                        }
+                        created(r, name(k), Some(Vec::new()), &mut m, &mut touched);
                     }
                     Op::Write(k, off, len, seed) => {
                         if let Some(Some(c)) = m.get_mut(&name(k)) {
@@ -1189,16 +1191,7 @@ mod model {
                     }
                     Op::Mkdir(k) => {
                         let r = fs.mkdir(ROOT_INO, &name(k), 0o755, 0, 0).await;
-                        match m.entry(name(k)) {
-                            std::collections::btree_map::Entry::Occupied(_) => {
-                                assert_eq!(r.unwrap_err(), FsError::Exists);
-                            }
-                            std::collections::btree_map::Entry::Vacant(v) => {
-                                r.unwrap();
-                                v.insert(None);
-                                touched.insert(name(k), true);
-                            }
-                        }
+                        created(r, name(k), None, &mut m, &mut touched);
                     }
                     Op::Fsync(k) => {
                         if let Some(c) = m.get(&name(k)).cloned() {

@@ -112,10 +112,9 @@ pub async fn check_mounted(fs: &Fs) -> FsResult<Vec<String>> {
         }
         // The log each zone's segments name (seed 000 §3.3: threaded logging reopens only its
         // own log's zones) is one log, the one the zone is known to have.
-        let spz = layout.sb.segs_per_zone;
         for z in 0..layout.sb.main_zones {
-            let named: BTreeSet<_> = (z * spz..(z + 1) * spz)
-                .filter_map(|s| st.segs.sit[s as usize].log)
+            let named: BTreeSet<_> = (st.segs.zone_sit(z).iter())
+                .filter_map(|e| e.log)
                 .chain(st.segs.zone_temp[z as usize].filter(|_| st.segs.zone_valid(z) > 0))
                 .collect();
             if named.len() > 1 {

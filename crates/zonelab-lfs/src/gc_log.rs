@@ -27,6 +27,15 @@ impl GcEvent {
             _ => None,
         }
     }
+
+    /// The choice between compaction and threaded logging this event records, if it records
+    /// one.
+    pub fn reclaim_choice(&self) -> Option<&ReclaimChoice> {
+        match self {
+            GcEvent::ReclaimChoice(c) => Some(c),
+            _ => None,
+        }
+    }
 }
 
 /// How a compaction moved its victim's valid blocks.

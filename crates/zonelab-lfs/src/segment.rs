@@ -231,19 +231,21 @@ impl Segments {
         }
     }
 
+    /// The SIT entries of zone `z`'s segments.
+    pub fn zone_sit(&self, z: u32) -> &[SitEntry] {
+        let spz = self.layout.sb.segs_per_zone as usize;
+        &self.sit[z as usize * spz..(z as usize + 1) * spz]
+    }
+
     /// Valid blocks of a zone (all its segments).
     pub fn zone_valid(&self, z: u32) -> u32 {
-        let spz = self.layout.sb.segs_per_zone;
-        (z * spz..(z + 1) * spz)
-            .map(|s| self.sit[s as usize].valid)
-            .sum()
+        self.zone_sit(z).iter().map(|e| e.valid).sum()
     }
 
     /// The log the SIT names for zone `z`'s valid blocks, if any (its segments agree: a log
     /// writes a zone from its start, and a segment forgets its log with its last valid block).
     pub fn log_in_sit(&self, z: u32) -> Option<Temp> {
-        let spz = self.layout.sb.segs_per_zone;
-        (z * spz..(z + 1) * spz).find_map(|s| self.sit[s as usize].log)
+        self.zone_sit(z).iter().find_map(|e| e.log)
     }
 
     /// Written zones whose blocks are all invalid now become prefree, as F2FS's segments
