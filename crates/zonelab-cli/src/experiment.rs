@@ -346,6 +346,19 @@ pub struct Plan {
     pub cfg: RunConfig,
 }
 
+/// The experiment in TOML `text` (named `origin` in errors) with `KEY=VALUE` overrides applied,
+/// as TOML text that `zonelab run` reads as the same experiment; checked as
+/// [`parse_experiment`] checks it. Comments of `text` are not kept.
+pub fn with_overrides(text: &str, origin: &str, sets: &[String]) -> Result<String> {
+    parse_experiment(text, origin, sets)?;
+    let mut tree: toml::Value =
+        toml::from_str(text).with_context(|| format!("{origin} is not valid TOML"))?;
+    for kv in sets {
+        apply_override(&mut tree, kv)?;
+    }
+    toml::to_string(&tree).with_context(|| format!("{origin}: writing it back as TOML"))
+}
+
 /// Reads the experiment in TOML `text` (named `origin` in errors) with `KEY=VALUE` overrides
 /// and checks everything that needs no simulation; any mistake is an error naming the key.
 pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Plan> {
@@ -491,4 +504,38 @@ pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Pla
         opts,
         cfg,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALL: &str = include_str!("../../../experiments/fileserver-small.toml");
+
+    fn resolved(text: &str, sets: &[String]) -> serde_json::Value {
+        serde_json::to_value(parse_experiment(text, "test", sets).unwrap().exp).unwrap()
+    }
+
+    #[test]
+    fn overrides_written_back_read_as_the_same_experiment() {
+        let sets: Vec<String> = [
+            "seed=7",
+            "fs.policy=znsplus",
+            "fs.options.checkpoint_pre_invalid=\"32MiB\"",
+            "device.set.znsplus.plugging=lba",
+            "host.scheduler=none",
+            "run.warmup_written=\"64MiB\"",
+        ]
+        .map(String::from)
+        .to_vec();
+        let text = with_overrides(SMALL, "test", &sets).unwrap();
+        assert_eq!(resolved(&text, &[]), resolved(SMALL, &sets));
+        assert_ne!(resolved(&text, &[]), resolved(SMALL, &[]));
+    }
+
+    #[test]
+    fn overrides_that_break_the_experiment_are_refused() {
+        let e = with_overrides(SMALL, "test", &["fs.policy=lfs".to_string()]).unwrap_err();
+        assert!(format!("{e:#}").contains("fs.policy"), "{e:#}");
+    }
 }

@@ -53,6 +53,11 @@ pub struct ReproduceArgs {
     /// with --quick; the paper's 16 GiB is 512). Page cache and θ_PI scale with it.
     #[arg(long)]
     pub(crate) zones: Option<u32>,
+    /// zns-plus: print the `zonelab run` experiment of one run instead of running anything: its
+    /// key in runs.json, e.g. 'varmail/ZNS+/mlc/u90/c16/l2', at the --zones, --seed and
+    /// --quick given. `zonelab run` on it gives that run's result.
+    #[arg(long, value_name = "KEY")]
+    pub(crate) experiment: Option<String>,
 }
 
 /// How an item's ZoneLab value is judged against the paper's.
@@ -356,6 +361,7 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
                 ("--jobs", a.jobs.is_some()),
                 ("--seeds", a.seeds.is_some()),
                 ("--only", !a.only.is_empty()),
+                ("--experiment", a.experiment.is_some()),
             ];
             if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
                 bail!(

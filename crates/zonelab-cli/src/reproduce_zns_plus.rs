@@ -773,7 +773,52 @@ fn plan(sc: &Scale, only: &BTreeSet<&str>) -> Vec<Cfg> {
     v
 }
 
+/// `--experiment KEY`: prints the experiment of run `key` (at the scale and seed asked for) as
+/// TOML that `zonelab run` takes, so one point of the reproduction can be rerun, changed or
+/// checked on its own.
+fn print_experiment(a: &ReproduceArgs, key: &str) -> Result<ExitCode> {
+    let given = [
+        ("--only", !a.only.is_empty()),
+        ("--seeds", a.seeds.is_some()),
+        ("--jobs", a.jobs.is_some()),
+    ];
+    if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+        bail!(
+            "--experiment prints one run's experiment: {flag} does not apply (give --seed for its seed)"
+        );
+    }
+    let sc = Scale::new(a.quick, a.zones)?;
+    let cfgs = plan(&sc, &FIGURES.into_iter().collect());
+    let Some(cfg) = cfgs.iter().find(|c| c.key() == key) else {
+        let keys: Vec<String> = cfgs.iter().map(|c| format!("  {}", c.key())).collect();
+        bail!(
+            "--experiment '{key}': no run of the ZNS+ reproduction has that key; the keys \
+             (WORKLOAD/SCHEME/MEDIUM/uUTILIZATION/cCHIPS/lLANES[/piθ_PI]) are:\n{}",
+            keys.join("\n")
+        );
+    };
+    let toml = zonelab_cli::experiment::with_overrides(
+        BASE,
+        "the reproduction's base",
+        &cfg.sets(&sc, a.seed),
+    )?;
+    let scale = match a.zones {
+        Some(z) => format!(" --zones {z}"),
+        None if a.quick => " --quick".to_string(),
+        None => String::new(),
+    };
+    print!(
+        "# Run '{key}' of `zonelab reproduce zns-plus{scale} --seed {}`\n\
+         # (seed 000 §4): `zonelab run` on this file gives that run's result.\n{toml}",
+        a.seed
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
+    if let Some(key) = &a.experiment {
+        return print_experiment(a, key);
+    }
     let dir = a.out.join("zns-plus");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     if a.jobs == Some(0) {

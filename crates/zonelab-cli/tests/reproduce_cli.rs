@@ -190,6 +190,29 @@ fn zns_plus_quick_has_every_item_plot_and_clean_run() {
     let waf = zonelab_of("WAF at 90% utilization, ZNS+");
     assert_eq!(waf, plus["waf"]["logical"].as_f64().unwrap());
     assert!(waf > plus["waf"]["host"].as_f64().unwrap(), "{waf}");
+    // --experiment prints a run's experiment; `zonelab run` on it gives that run's result.
+    let key = "varmail/ZNS+/mlc/u90/c16/l2";
+    let o = zonelab(&["reproduce", "zns-plus", "--quick", "--experiment", key]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let exp = out.join("varmail-znsplus.toml");
+    std::fs::write(&exp, &o.stdout).unwrap();
+    let json = out.join("varmail-znsplus.json");
+    let o = zonelab(&["run", exp.to_str().unwrap(), "-o", json.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let alone: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let ran = run(key);
+    for (section, field) in [
+        ("throughput", "mb_per_sec"),
+        ("throughput", "ops_per_sec"),
+        ("gc", "by_method"),
+        ("gc", "blocks_copied_in_device"),
+    ] {
+        assert_eq!(
+            alone[section][field], ran[section][field],
+            "{section}.{field}"
+        );
+    }
+    assert_eq!(alone["waf"], ran["waf"]);
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -223,6 +246,11 @@ fn bad_papers_and_options_are_explained() {
             "--zones 30: give a multiple of 4, at least 32",
         ),
         ("--zones", "34", "--zones 34"),
+        (
+            "--experiment",
+            "varmail/ZNS+",
+            "varmail/ZNS+/mlc/u90/c16/l2",
+        ),
     ] {
         let o = zonelab(&[
             "reproduce",
@@ -243,6 +271,7 @@ fn bad_papers_and_options_are_explained() {
         ("--jobs", "2"),
         ("--seeds", "2"),
         ("--only", "fig6"),
+        ("--experiment", "varmail/ZNS/mlc/u90/c16/l2"),
     ] {
         let o = zonelab(&["reproduce", "characterization", flag, value]);
         assert!(!o.status.success(), "{flag}");
@@ -252,6 +281,21 @@ fn bad_papers_and_options_are_explained() {
             "{e}"
         );
     }
+    // --experiment prints one run: options of a whole reproduction are refused.
+    let o = zonelab(&[
+        "reproduce",
+        "zns-plus",
+        "--experiment",
+        "varmail/ZNS/mlc/u90/c16/l2",
+        "--seeds",
+        "2",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--seeds does not apply"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 
