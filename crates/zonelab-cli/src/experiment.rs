@@ -351,23 +351,24 @@ pub struct Plan {
 /// [`parse_experiment`] checks it. Comments of `text` are not kept.
 pub fn with_overrides(text: &str, origin: &str, sets: &[String]) -> Result<String> {
     parse_experiment(text, origin, sets)?;
+    toml::to_string(&overridden(text, origin, sets)?)
+        .with_context(|| format!("{origin}: writing it back as TOML"))
+}
+
+/// The TOML tree of `text` with `KEY=VALUE` overrides applied.
+fn overridden(text: &str, origin: &str, sets: &[String]) -> Result<toml::Value> {
     let mut tree: toml::Value =
         toml::from_str(text).with_context(|| format!("{origin} is not valid TOML"))?;
     for kv in sets {
         apply_override(&mut tree, kv)?;
     }
-    toml::to_string(&tree).with_context(|| format!("{origin}: writing it back as TOML"))
+    Ok(tree)
 }
 
 /// Reads the experiment in TOML `text` (named `origin` in errors) with `KEY=VALUE` overrides
 /// and checks everything that needs no simulation; any mistake is an error naming the key.
 pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Plan> {
-    let mut tree: toml::Value =
-        toml::from_str(text).with_context(|| format!("{origin} is not valid TOML"))?;
-    for kv in sets {
-        apply_override(&mut tree, kv)?;
-    }
-    let exp: Experiment = tree
+    let exp: Experiment = overridden(text, origin, sets)?
         .try_into()
         .with_context(|| format!("{origin}: not an experiment"))?;
     let payload: PayloadMode = exp.device.payload.parse().map_err(|e: String| anyhow!(e))?;
