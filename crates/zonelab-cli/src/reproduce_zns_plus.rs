@@ -790,11 +790,18 @@ fn print_experiment(a: &ReproduceArgs, key: &str) -> Result<ExitCode> {
     let sc = Scale::new(a.quick, a.zones)?;
     let cfgs = plan(&sc, &FIGURES.into_iter().collect());
     let Some(cfg) = cfgs.iter().find(|c| c.key() == key) else {
-        let keys: Vec<String> = cfgs.iter().map(|c| format!("  {}", c.key())).collect();
+        let keys: Vec<String> = cfgs.iter().map(|c| c.key()).collect();
+        let starting: Vec<&String> = keys.iter().filter(|k| k.starts_with(key)).collect();
+        let (which, listed) = if starting.is_empty() {
+            ("the keys", keys.iter().collect())
+        } else {
+            ("the keys that start with it", starting)
+        };
+        let listed: Vec<String> = listed.iter().map(|k| format!("  {k}")).collect();
         bail!(
-            "--experiment '{key}': no run of the ZNS+ reproduction has that key; the keys \
+            "--experiment '{key}': no run of the ZNS+ reproduction has that key; {which} \
              (WORKLOAD/SCHEME/MEDIUM/uUTILIZATION/cCHIPS/lLANES[/piθ_PI]) are:\n{}",
-            keys.join("\n")
+            listed.join("\n")
         );
     };
     let toml = zonelab_cli::experiment::with_overrides(

@@ -281,6 +281,17 @@ fn bad_papers_and_options_are_explained() {
             "{e}"
         );
     }
+    // A key that is not one lists the keys that start with it, or else all of them.
+    let listed = |key: &str| {
+        let o = zonelab(&["reproduce", "zns-plus", "--experiment", key]);
+        assert!(!o.status.success(), "{key}");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let e = listed("varmail/ZNS+");
+    assert!(e.contains("  varmail/ZNS+ (LP)/mlc/u90/c16/l2\n"), "{e}");
+    assert!(!e.contains("fileserver/"), "{e}");
+    let e = listed("varmail/IZC-H");
+    assert!(e.contains("  fileserver/ZNS/mlc/u90/c16/l2\n"), "{e}");
     // --experiment prints one run: options of a whole reproduction are refused.
     let o = zonelab(&[
         "reproduce",
