@@ -113,7 +113,10 @@ pub async fn check_mounted(fs: &Fs) -> FsResult<Vec<String>> {
         // The log each zone's segments name (seed 000 §3.3: threaded logging reopens only its
         // own log's zones) is one log, the one the zone is known to have.
         for z in 0..layout.sb.main_zones {
-            let named: BTreeSet<_> = (st.segs.zone_sit(z).iter())
+            let named: BTreeSet<_> = st
+                .segs
+                .zone_sit(z)
+                .iter()
                 .filter_map(|e| e.log)
                 .chain(st.segs.zone_temp[z as usize].filter(|_| st.segs.zone_valid(z) > 0))
                 .collect();

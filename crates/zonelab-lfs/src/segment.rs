@@ -760,11 +760,7 @@ impl Segments {
 
     /// Newest modification time among a zone's segments (cost-benefit age).
     pub fn zone_mtime(&self, z: u32) -> u64 {
-        let spz = self.layout.sb.segs_per_zone;
-        (z * spz..(z + 1) * spz)
-            .map(|s| self.sit[s as usize].mtime)
-            .max()
-            .unwrap_or(0)
+        self.zone_sit(z).iter().map(|e| e.mtime).max().unwrap_or(0)
     }
 }
 
