@@ -350,9 +350,9 @@ pub struct Plan {
 /// as TOML text that `zonelab run` reads as the same experiment; checked as
 /// [`parse_experiment`] checks it. Comments of `text` are not kept.
 pub fn with_overrides(text: &str, origin: &str, sets: &[String]) -> Result<String> {
-    parse_experiment(text, origin, sets)?;
-    toml::to_string(&overridden(text, origin, sets)?)
-        .with_context(|| format!("{origin}: writing it back as TOML"))
+    let tree = overridden(text, origin, sets)?;
+    plan_of(tree.clone(), origin)?;
+    toml::to_string(&tree).with_context(|| format!("{origin}: writing it back as TOML"))
 }
 
 /// The TOML tree of `text` with `KEY=VALUE` overrides applied.
@@ -368,7 +368,13 @@ fn overridden(text: &str, origin: &str, sets: &[String]) -> Result<toml::Value> 
 /// Reads the experiment in TOML `text` (named `origin` in errors) with `KEY=VALUE` overrides
 /// and checks everything that needs no simulation; any mistake is an error naming the key.
 pub fn parse_experiment(text: &str, origin: &str, sets: &[String]) -> Result<Plan> {
-    let exp: Experiment = overridden(text, origin, sets)?
+    plan_of(overridden(text, origin, sets)?, origin)
+}
+
+/// The experiment in TOML `tree` (named `origin` in errors), checked as [`parse_experiment`]
+/// says.
+fn plan_of(tree: toml::Value, origin: &str) -> Result<Plan> {
+    let exp: Experiment = tree
         .try_into()
         .with_context(|| format!("{origin}: not an experiment"))?;
     let payload: PayloadMode = exp.device.payload.parse().map_err(|e: String| anyhow!(e))?;
