@@ -809,11 +809,10 @@ fn print_experiment(a: &ReproduceArgs, key: &str) -> Result<ExitCode> {
         "the reproduction's base",
         &cfg.sets(&sc, a.seed),
     )?;
-    let scale = match a.zones {
-        Some(z) => format!(" --zones {z}"),
-        None if a.quick => " --quick".to_string(),
-        None => String::new(),
-    };
+    // Both shape the runs: --quick their length, --zones their size.
+    let quick = if a.quick { " --quick" } else { "" };
+    let zones = a.zones.map(|z| format!(" --zones {z}")).unwrap_or_default();
+    let scale = format!("{quick}{zones}");
     print!(
         "# Run '{key}' of `zonelab reproduce zns-plus{scale} --seed {}`\n\
          # (seed 000 §4): `zonelab run` on this file gives that run's result.\n{toml}",
