@@ -24,7 +24,7 @@ use crate::ondisk::{
 use crate::policy::{
     Allocation, CachedPages, HsrProfile, InStorage, Migration, Policy, VictimKind,
 };
-use crate::segment::{Segments, Temp, Threaded, ThreadedStats, ZoneJob, ZoneUse};
+use crate::segment::{Segments, Superseded, Temp, Threaded, ThreadedStats, ZoneJob, ZoneUse};
 use crate::vfs::{
     Attr, DirEntry, FileKind, FileSystem, FsError, FsResult, Ino, LINK_MAX, NAME_MAX, ROOT_INO,
     SetAttr, StatFs,
@@ -1971,9 +1971,16 @@ impl Fs {
         Ok(handles)
     }
 
-    /// Writes every dirty node (all, or those of one inode for fsync) to the node logs.
-    pub(crate) async fn write_nodes(&self, of_ino: Option<Ino>, fsync: bool) -> FsResult<()> {
+    /// Writes every dirty node (all, or those of one inode for fsync) to the node logs. For
+    /// fsync, returns the pre-invalid blocks only the nodes' earlier fsynced copies pointed to
+    /// ([`Segments::made_durable`]), free once these copies are durable.
+    pub(crate) async fn write_nodes(
+        &self,
+        of_ino: Option<Ino>,
+        fsync: bool,
+    ) -> FsResult<Superseded> {
         let mut handles = Vec::new();
+        let mut superseded = Superseded::default();
         let nids: Vec<Nid> = {
             let st = self.inner.st.borrow();
             match of_ino {
@@ -2026,7 +2033,7 @@ impl Fs {
             st.segs.invalidate(old, owner, t);
             st.segs.validate(new, owner, t);
             if fsync {
-                st.segs.made_durable(nid);
+                superseded.merge(st.segs.made_durable(nid));
             }
             st.nat.set(nid, NatEntry { ino, addr: new });
             let mut n = node;
@@ -2041,7 +2048,8 @@ impl Fs {
             handles.push(self.write_back(new, OwnedData::Bytes(bytes), Traffic::Node, vec![w]));
             self.issue_zone_jobs(st);
         }
-        join_all(handles).await
+        join_all(handles).await?;
+        Ok(superseded)
     }
 
     /// Hands the device the write of cached pages or nodes `written` (taken from the cache
@@ -3870,8 +3878,15 @@ impl FileSystem for Fs {
             drop(share);
             return self.checkpoint().await;
         }
-        self.write_nodes(Some(ino), true).await?;
-        self.inner.dev.flush().await
+        let superseded = self.write_nodes(Some(ino), true).await?;
+        self.inner.dev.flush().await?;
+        // The nodes are durable: roll-forward recovers them, not the copies they replaced.
+        self.inner
+            .st
+            .borrow_mut()
+            .segs
+            .release_superseded(superseded);
+        Ok(())
     }
 
     async fn sync(&self) -> FsResult<()> {

@@ -1670,8 +1670,10 @@ fn power_cuts_during_threaded_logging_lose_nothing_acknowledged() {
 
 /// 80% full, files rewritten with fsyncs and syncs, power cut (no PLP) at 12 points after
 /// reclaiming (cleaning or threaded logging) has begun: every durable generation reads back
-/// after mount (with `policy`) and fsck is clean. Returns how many cuts came after threaded
-/// logging had reopened a zone.
+/// after mount (with `policy`) and fsck is clean; a file cut while being rewritten holds, block
+/// by block, its own data of a generation from its last durable one on (roll-forward may fall
+/// back to an earlier fsync's node, whose blocks must not have been reused). Returns how many
+/// cuts came after threaded logging had reopened a zone.
 fn power_cuts_during_reclaiming(policy: fn() -> Box<dyn Policy>) -> usize {
     use std::cell::RefCell;
     use std::collections::BTreeMap;
@@ -1687,6 +1689,10 @@ fn power_cuts_during_reclaiming(policy: fn() -> Box<dyn Policy>) -> usize {
         );
         // File -> generation durable now (fsynced, synced, or never rewritten).
         let durable: Rc<RefCell<BTreeMap<usize, u64>>> = Rc::default();
+        // File -> its last durable generation, kept while it is rewritten again; and the
+        // generation each file's last write began.
+        let acked: Rc<RefCell<BTreeMap<usize, u64>>> = Rc::default();
+        let latest: Rc<RefCell<Vec<u64>>> = Rc::default();
         let cleaned_before_cut = Rc::new(std::cell::Cell::new(0u64));
         let tl_before_cut = Rc::new(std::cell::Cell::new(0u64));
         let (s, st, d, cb, tb) = (
@@ -1696,11 +1702,14 @@ fn power_cuts_during_reclaiming(policy: fn() -> Box<dyn Policy>) -> usize {
             cleaned_before_cut.clone(),
             tl_before_cut.clone(),
         );
+        let (ack, lat) = (acked.clone(), latest.clone());
         sim.block_on(async move {
             let fs = Rc::new(format_with(&s, &st, policy()).await);
             let files = (fs.statfs().blocks * 8 / 10 / 16) as usize;
             let inos = create_files(&fs, files, |f| content(f, 0)).await;
             d.borrow_mut().extend((0..files).map(|f| (f, 0)));
+            ack.borrow_mut().extend((0..files).map(|f| (f, 0)));
+            *lat.borrow_mut() = vec![0; files];
             fs.sync().await.unwrap();
             let (fs2, d2) = (fs.clone(), d.clone());
             s.spawn(async move {
@@ -1712,18 +1721,21 @@ fn power_cuts_during_reclaiming(policy: fn() -> Box<dyn Policy>) -> usize {
                     x ^= x << 17;
                     let f = (x >> 20) as usize % inos.len();
                     gens[f] += 1;
+                    lat.borrow_mut()[f] = gens[f];
                     d2.borrow_mut().remove(&f);
                     fs2.write(inos[f], 0, content(f, gens[f])).await.unwrap();
                     match x % 16 {
                         0..=4 => {
                             fs2.fsync(inos[f], false).await.unwrap();
                             d2.borrow_mut().insert(f, gens[f]);
+                            ack.borrow_mut().insert(f, gens[f]);
                         }
                         5 => {
                             // A completed sync makes every file's current contents durable.
                             let now: Vec<(usize, u64)> = gens.iter().copied().enumerate().collect();
                             fs2.sync().await.unwrap();
-                            d2.borrow_mut().extend(now);
+                            d2.borrow_mut().extend(now.iter().copied());
+                            ack.borrow_mut().extend(now);
                         }
                         _ => {}
                     }
@@ -1764,6 +1776,27 @@ fn power_cuts_during_reclaiming(policy: fn() -> Box<dyn Policy>) -> usize {
                     .unwrap_or_else(|e| panic!("seed {seed}: file {f} lost: {e}"));
                 let got = fs.read(a.ino, 0, 65536).await.unwrap();
                 assert_eq!(got, content(f, g), "seed {seed}: file {f} (generation {g})");
+            }
+            let (acked, latest) = (acked.borrow().clone(), latest.borrow().clone());
+            for (&f, &from) in acked.iter().filter(|(f, _)| !expected.contains_key(f)) {
+                let a = fs
+                    .lookup(ROOT_INO, &format!("f{f}"))
+                    .await
+                    .unwrap_or_else(|e| panic!("seed {seed}: file {f} lost: {e}"));
+                let OwnedData::Fingerprints(got) = fs.read(a.ino, 0, 65536).await.unwrap() else {
+                    panic!("seed {seed}: file {f} reads back as other than 16 fingerprints");
+                };
+                for (b, &fp) in got.iter().enumerate() {
+                    let g = fp >> 8 & 0xff_ffff;
+                    assert!(
+                        fp >> 32 == f as u64
+                            && fp & 0xff == b as u64
+                            && (from..=latest[f]).contains(&g),
+                        "seed {seed}: block {b} of file {f}, cut while generation {} was written \
+                         (generation {from} durable), holds {fp:#x}",
+                        latest[f]
+                    );
+                }
             }
             let problems = fs.check().await.unwrap();
             assert!(problems.is_empty(), "seed {seed}: {problems:?}");

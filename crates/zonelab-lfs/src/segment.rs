@@ -93,19 +93,28 @@ pub struct Threaded {
     pub forced_below: u32,
     /// Blocks invalidated since the last checkpoint that a crash recovery still needs
     /// ("pre-invalid", §3.3.2): the checkpoint references them, or roll-forward does (a node
-    /// of the warm node log's chain, a data block an fsynced node points to), so no log may
-    /// overwrite them.
+    /// of the warm node log's chain, a data block the newest durable fsynced copy of its node
+    /// points to), so no log may overwrite them.
     pre_invalid: BTreeSet<BlkAddr>,
     /// Those of a checkpoint in progress (reusable once it is durable).
     pre_invalid_cp: BTreeSet<BlkAddr>,
     pre_invalid_zone: Vec<u32>,
     /// Blocks written since the last checkpoint began that no recovery needs yet, by owner
-    /// node (the SSA names a block's owner): invalidated, they are free at once. The published ZNS+ F2FS counts as
-    /// pre-invalid only blocks valid at the checkpoint (`update_sit_entry` adds to `uc_blocks`
-    /// when the block's `ckpt_valid_map` bit is set), and its SSR reuses the rest. Here the
-    /// blocks roll-forward reads are kept out: the warm node log's (never entered) and the data
-    /// blocks of a node an fsync writes ([`Segments::made_durable`]).
+    /// node (the SSA names a block's owner): invalidated, they are free at once. The published
+    /// ZNS+ F2FS counts as pre-invalid only blocks valid at the checkpoint (`update_sit_entry`
+    /// adds to `uc_blocks` when the block's `ckpt_valid_map` bit is set), and its SSR reuses
+    /// the rest. Here the blocks roll-forward reads are kept out: the warm node log's (never
+    /// entered) and the data blocks of a node an fsync writes ([`Segments::made_durable`]).
     fresh: BTreeMap<Nid, BTreeSet<BlkAddr>>,
+    /// Data blocks written since the last checkpoint began that the newest fsynced copy of
+    /// their node points to, by node: roll-forward recovers that copy.
+    fsynced: BTreeMap<Nid, BTreeSet<BlkAddr>>,
+    /// Of those, the ones invalidated since (pre-invalid), by node: once a newer fsynced copy
+    /// of the node is durable, roll-forward recovers that one and no longer reads them
+    /// ([`Segments::release_superseded`]).
+    superseded: BTreeMap<Nid, Vec<BlkAddr>>,
+    /// Checkpoints begun, which tells a [`Superseded`] taken before the last one began.
+    checkpoints_begun: u64,
     /// Per log: the blocks its threaded-logging zone skips; and those of its next zone.
     skip: [Option<Vec<bool>>; 6],
     next_skip: [Option<Vec<bool>>; 6],
@@ -158,6 +167,32 @@ pub struct CompactionCauses {
     pub unavailable: u64,
 }
 
+/// Pre-invalid blocks that only an older fsynced copy of their node points to, free once the
+/// copies that replaced it are durable ([`Segments::made_durable`]).
+#[derive(Debug, Default)]
+pub struct Superseded {
+    checkpoints_begun: u64,
+    blocks: Vec<BlkAddr>,
+}
+
+impl Superseded {
+    /// Adds the blocks of `other`, taken in the same checkpoint's time.
+    pub fn merge(&mut self, other: Superseded) {
+        if other.blocks.is_empty() {
+            return;
+        }
+        if self.blocks.is_empty() {
+            *self = other;
+            return;
+        }
+        assert_eq!(
+            self.checkpoints_begun, other.checkpoints_begun,
+            "superseded blocks of two checkpoints' times"
+        );
+        self.blocks.extend(other.blocks);
+    }
+}
+
 impl Threaded {
     pub fn new(hsr: Hsr, below_free: u32, forced_below: u32, zones: usize) -> Threaded {
         Threaded {
@@ -168,6 +203,9 @@ impl Threaded {
             pre_invalid_cp: BTreeSet::new(),
             pre_invalid_zone: vec![0; zones],
             fresh: BTreeMap::new(),
+            fsynced: BTreeMap::new(),
+            superseded: BTreeMap::new(),
+            checkpoints_begun: 0,
             skip: Default::default(),
             next_skip: Default::default(),
             last_open: BTreeMap::new(),
@@ -323,11 +361,37 @@ impl Segments {
         }
     }
 
-    /// An fsync wrote node `nid` for roll-forward: the blocks it points to that were written
-    /// since the last checkpoint are now needed by recovery until the next one.
-    pub fn made_durable(&mut self, nid: Nid) {
-        if let Some(th) = &mut self.threaded {
-            th.fresh.remove(&nid);
+    /// An fsync writes node `nid` for roll-forward: the blocks it points to that were written
+    /// since the last checkpoint are now needed by recovery, until the next checkpoint or
+    /// until a newer fsynced copy of the node is durable. Returns the blocks an earlier copy
+    /// pointed to that this one no longer does: once this copy is durable (the fsync's
+    /// flush), the caller hands them to [`Segments::release_superseded`] and they are free.
+    pub fn made_durable(&mut self, nid: Nid) -> Superseded {
+        let Some(th) = &mut self.threaded else {
+            return Superseded::default();
+        };
+        let fresh = th.fresh.remove(&nid).unwrap_or_default();
+        th.fsynced.entry(nid).or_default().extend(fresh);
+        Superseded {
+            checkpoints_begun: th.checkpoints_begun,
+            blocks: th.superseded.remove(&nid).unwrap_or_default(),
+        }
+    }
+
+    /// The fsynced node copies that superseded `s` are durable: its blocks are no longer
+    /// pre-invalid, unless a checkpoint has begun since (which frees them when durable).
+    pub fn release_superseded(&mut self, s: Superseded) {
+        let Some(th) = &mut self.threaded else { return };
+        if s.checkpoints_begun != th.checkpoints_begun {
+            return;
+        }
+        for a in s.blocks {
+            assert!(
+                th.pre_invalid.remove(&a),
+                "superseded block {a} is not pre-invalid"
+            );
+            let (z, _) = self.layout.locate(a).expect("a main-area block");
+            th.pre_invalid_zone[z as usize] -= 1;
         }
     }
 
@@ -363,6 +427,9 @@ impl Segments {
             let Some(th) = &mut self.threaded else { return };
             if !th.forget_fresh(owner.nid, a) && th.pre_invalid.insert(a) {
                 th.pre_invalid_zone[z as usize] += 1;
+                if th.fsynced.get_mut(&owner.nid).is_some_and(|f| f.remove(&a)) {
+                    th.superseded.entry(owner.nid).or_default().push(a);
+                }
             }
         }
     }
@@ -374,6 +441,9 @@ impl Segments {
             let now = std::mem::take(&mut th.pre_invalid);
             th.pre_invalid_cp.extend(now);
             th.fresh.clear();
+            th.fsynced.clear();
+            th.superseded.clear();
+            th.checkpoints_begun += 1;
         }
     }
 
@@ -1035,6 +1105,57 @@ mod tests {
         s.checkpoint_begins();
         s.checkpoint_durable();
         assert_eq!(s.threaded.as_ref().expect("on").pre_invalid_blocks(), 0);
+    }
+
+    /// A data block an fsynced node points to stays pre-invalid until a newer fsynced copy of
+    /// the node is durable (roll-forward then recovers that copy), or until a checkpoint.
+    #[test]
+    fn an_fsynced_block_is_free_once_a_newer_fsynced_copy_is_durable() {
+        let mut s = segments();
+        let owner = Summary { nid: 12, ofs: 0 };
+        let take = |s: &mut Segments| {
+            let a = s.alloc(Temp::WarmData).expect("room");
+            s.validate(a, owner, 0);
+            a
+        };
+        let pre_invalid = |s: &Segments, a| s.threaded.as_ref().expect("on").is_pre_invalid(a);
+        let first = take(&mut s);
+        drop(s.made_durable(12));
+        // Rewritten: the old block is pre-invalid while the fsync of the new copy runs.
+        let second = take(&mut s);
+        s.free(first, 1);
+        assert!(pre_invalid(&s, first));
+        let superseded = s.made_durable(12);
+        assert!(pre_invalid(&s, first), "the new copy is not durable yet");
+        s.release_superseded(superseded);
+        assert!(!pre_invalid(&s, first));
+        assert_eq!(s.threaded.as_ref().expect("on").pre_invalid_blocks(), 0);
+        // A checkpoint begun meanwhile takes the block: it frees it when durable.
+        let third = take(&mut s);
+        s.free(second, 2);
+        let superseded = s.made_durable(12);
+        s.checkpoint_begins();
+        s.release_superseded(superseded);
+        assert!(
+            pre_invalid(&s, second),
+            "the checkpoint in progress holds it"
+        );
+        s.checkpoint_durable();
+        assert!(!pre_invalid(&s, second));
+        // Written before the checkpoint began, the third block is the checkpoint's to free.
+        s.free(third, 3);
+        let superseded = s.made_durable(12);
+        s.release_superseded(superseded);
+        assert!(pre_invalid(&s, third));
+        // An fsync frees only the blocks superseded before it wrote its copy.
+        let fifth = take(&mut s);
+        drop(s.made_durable(12));
+        let sixth = take(&mut s);
+        s.free(fifth, 4);
+        let superseded = s.made_durable(12);
+        s.free(sixth, 5);
+        s.release_superseded(superseded);
+        assert!(!pre_invalid(&s, fifth) && pre_invalid(&s, sixth));
     }
 
     /// beta's "other" blocks are those the log wrote since the zone's last TL_open: a
