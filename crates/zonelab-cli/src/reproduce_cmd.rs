@@ -27,9 +27,9 @@ pub struct ReproduceArgs {
     /// Smaller runs (for CI): same items, fewer commands and repetitions.
     #[arg(long)]
     pub(crate) quick: bool,
-    /// Folder for table.json, table.md, raw results and plots.
-    #[arg(long, default_value = "results")]
-    pub(crate) out: PathBuf,
+    /// Folder for table.json, table.md, raw results and plots [default: results].
+    #[arg(long)]
+    pub(crate) out: Option<PathBuf>,
     /// Seed of the zone-management benchmark (characterization) or of every experiment
     /// (zns-plus).
     #[arg(long, default_value_t = 1)]
@@ -58,6 +58,13 @@ pub struct ReproduceArgs {
     /// --quick given. `zonelab run` on it gives that run's result.
     #[arg(long, value_name = "KEY")]
     pub(crate) experiment: Option<String>,
+}
+
+impl ReproduceArgs {
+    /// The folder results go to (`--out`, or `results`).
+    pub(crate) fn out_dir(&self) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| PathBuf::from("results"))
+    }
 }
 
 /// How an item's ZoneLab value is judged against the paper's.
@@ -378,7 +385,7 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
 }
 
 fn characterization(a: &ReproduceArgs) -> Result<ExitCode> {
-    let dir = a.out.join("characterization");
+    let dir = a.out_dir().join("characterization");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let zn540 = Profile::load("zn540", &[])?;
     let mut table = Table { items: Vec::new() };

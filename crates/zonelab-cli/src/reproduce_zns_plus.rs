@@ -781,10 +781,12 @@ fn print_experiment(a: &ReproduceArgs, key: &str) -> Result<ExitCode> {
         ("--only", !a.only.is_empty()),
         ("--seeds", a.seeds.is_some()),
         ("--jobs", a.jobs.is_some()),
+        ("--out", a.out.is_some()),
     ];
     if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
         bail!(
-            "--experiment prints one run's experiment: {flag} does not apply (give --seed for its seed)"
+            "--experiment prints one run's experiment to standard output: {flag} does not apply \
+             (give --seed for its seed, and redirect the output to keep it)"
         );
     }
     let sc = Scale::new(a.quick, a.zones)?;
@@ -825,7 +827,7 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
     if let Some(key) = &a.experiment {
         return print_experiment(a, key);
     }
-    let dir = a.out.join("zns-plus");
+    let dir = a.out_dir().join("zns-plus");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     if a.jobs == Some(0) {
         bail!("--jobs 0: give at least 1");

@@ -252,15 +252,12 @@ fn bad_papers_and_options_are_explained() {
             "varmail/ZNS+/mlc/u90/c16/l2",
         ),
     ] {
-        let o = zonelab(&[
-            "reproduce",
-            "zns-plus",
-            "--quick",
-            flag,
-            value,
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let mut args = vec!["reproduce", "zns-plus", "--quick", flag, value];
+        // --experiment writes no folder (and refuses --out).
+        if flag != "--experiment" {
+            args.extend(["--out", out.to_str().unwrap()]);
+        }
+        let o = zonelab(&args);
         assert!(!o.status.success(), "{flag} {value}");
         let e = String::from_utf8_lossy(&o.stderr);
         assert!(e.contains(names), "{e}");
@@ -292,21 +289,24 @@ fn bad_papers_and_options_are_explained() {
     assert!(!e.contains("fileserver/"), "{e}");
     let e = listed("varmail/IZC-H");
     assert!(e.contains("  fileserver/ZNS/mlc/u90/c16/l2\n"), "{e}");
-    // --experiment prints one run: options of a whole reproduction are refused.
-    let o = zonelab(&[
-        "reproduce",
-        "zns-plus",
-        "--experiment",
-        "varmail/ZNS/mlc/u90/c16/l2",
-        "--seeds",
-        "2",
-    ]);
-    assert!(!o.status.success());
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("--seeds does not apply"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    // --experiment prints one run to standard output: options of a whole reproduction, and
+    // a folder to write to, are refused.
+    for (flag, value) in [("--seeds", "2"), ("--out", out.to_str().unwrap())] {
+        let o = zonelab(&[
+            "reproduce",
+            "zns-plus",
+            "--experiment",
+            "varmail/ZNS/mlc/u90/c16/l2",
+            flag,
+            value,
+        ]);
+        assert!(!o.status.success());
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(&format!("{flag} does not apply")),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
     let _ = std::fs::remove_dir_all(&out);
 }
 
