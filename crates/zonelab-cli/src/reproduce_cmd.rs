@@ -53,9 +53,13 @@ pub struct ReproduceArgs {
     /// with --quick; the paper's 16 GiB is 512). Page cache and θ_PI scale with it.
     #[arg(long)]
     pub(crate) zones: Option<u32>,
+    /// zns-plus: how long each run is measured once warm, in simulated time (default 8s, 1s
+    /// with --quick), e.g. 32s: longer windows average over more of the cleaning cycle.
+    #[arg(long, value_name = "TIME")]
+    pub(crate) duration: Option<String>,
     /// zns-plus: print the `zonelab run` experiment of one run instead of running anything: its
-    /// key in runs.json, e.g. 'varmail/ZNS+/mlc/u90/c16/l2', at the --zones, --seed and
-    /// --quick given. `zonelab run` on it gives that run's result.
+    /// key in runs.json, e.g. 'varmail/ZNS+/mlc/u90/c16/l2', at the --zones, --duration,
+    /// --seed and --quick given. `zonelab run` on it gives that run's result.
     #[arg(long, value_name = "KEY")]
     pub(crate) experiment: Option<String>,
 }
@@ -365,6 +369,7 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
             // Options of the zns-plus reproduction only: refused rather than ignored.
             let given = [
                 ("--zones", a.zones.is_some()),
+                ("--duration", a.duration.is_some()),
                 ("--jobs", a.jobs.is_some()),
                 ("--seeds", a.seeds.is_some()),
                 ("--only", !a.only.is_empty()),

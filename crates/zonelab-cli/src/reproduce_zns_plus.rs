@@ -79,7 +79,8 @@ struct Scale {
     /// Zones of 32 MiB at 16 chips (the file system's size in 32 MiB units).
     zones: u32,
     warmup: &'static str,
-    duration: &'static str,
+    /// Each run's measured window, as given (`run.duration`).
+    duration: String,
     /// Fig. 8's file-system utilizations.
     utilizations: Vec<u32>,
     /// Fig. 11's chip counts.
@@ -99,9 +100,17 @@ impl Scale {
         (paper_mb * self.zones / PAPER_ZONES).max(1)
     }
 
-    /// The runs of the full reproduction, or of `--quick`; `zones` overrides their size.
-    fn new(quick: bool, zones: Option<u32>) -> Result<Scale> {
+    /// The runs of the full reproduction, or of `--quick`; `zones` overrides their size and
+    /// `duration` their measured window.
+    fn new(quick: bool, zones: Option<u32>, duration: Option<&str>) -> Result<Scale> {
         let mut sc = Scale::sized(quick);
+        if let Some(d) = duration {
+            match zonelab_workload::fs::config::parse_duration(d) {
+                Ok(t) if t > zonelab_sim::Nanos::ZERO => sc.duration = d.trim().to_string(),
+                Ok(_) => bail!("--duration {d} measures nothing: give a positive time, e.g. 32s"),
+                Err(e) => bail!("--duration {d}: {e}"),
+            }
+        }
         if let Some(z) = zones {
             // Fig. 12's 64 chips hold the file system in zones four times as large.
             if z < 32 || !z.is_multiple_of(4) {
@@ -120,7 +129,7 @@ impl Scale {
             Scale {
                 zones: 32,
                 warmup: "0.3s",
-                duration: "1s",
+                duration: "1s".into(),
                 utilizations: vec![70, 80, 90],
                 chips: vec![4, 16, 32],
                 lanes: vec![(1, 8), (2, 16), (4, 32)],
@@ -130,7 +139,7 @@ impl Scale {
             Scale {
                 zones: 128,
                 warmup: "2s",
-                duration: "8s",
+                duration: "8s".into(),
                 utilizations: vec![50, 60, 70, 80, 90, 95],
                 chips: vec![4, 8, 16, 32],
                 lanes: vec![(1, 8), (2, 16), (4, 32), (8, 64)],
@@ -789,7 +798,7 @@ fn print_experiment(a: &ReproduceArgs, key: &str) -> Result<ExitCode> {
              (give --seed for its seed, and redirect the output to keep it)"
         );
     }
-    let sc = Scale::new(a.quick, a.zones)?;
+    let sc = Scale::new(a.quick, a.zones, a.duration.as_deref())?;
     let cfgs = plan(&sc, &FIGURES.into_iter().collect());
     let Some(cfg) = cfgs.iter().find(|c| c.key() == key) else {
         let keys: Vec<String> = cfgs.iter().map(|c| c.key()).collect();
@@ -811,10 +820,15 @@ fn print_experiment(a: &ReproduceArgs, key: &str) -> Result<ExitCode> {
         "the reproduction's base",
         &cfg.sets(&sc, a.seed),
     )?;
-    // Both shape the runs: --quick their length, --zones their size.
+    // These shape the runs: --quick their length, --zones their size, --duration their window.
     let quick = if a.quick { " --quick" } else { "" };
     let zones = a.zones.map(|z| format!(" --zones {z}")).unwrap_or_default();
-    let scale = format!("{quick}{zones}");
+    let duration = a
+        .duration
+        .as_ref()
+        .map(|_| format!(" --duration {}", sc.duration))
+        .unwrap_or_default();
+    let scale = format!("{quick}{zones}{duration}");
     print!(
         "# Run '{key}' of `zonelab reproduce zns-plus{scale} --seed {}`\n\
          # (seed 000 §4): `zonelab run` on this file gives that run's result.\n{toml}",
@@ -852,7 +866,7 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
         }
         only
     };
-    let sc = Scale::new(a.quick, a.zones)?;
+    let sc = Scale::new(a.quick, a.zones, a.duration.as_deref())?;
     let cfgs = plan(&sc, &only);
     let jobs = a.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()

@@ -246,6 +246,8 @@ fn bad_papers_and_options_are_explained() {
             "--zones 30: give a multiple of 4, at least 32",
         ),
         ("--zones", "34", "--zones 34"),
+        ("--duration", "0s", "--duration 0s measures nothing"),
+        ("--duration", "8 parsecs", "--duration 8 parsecs"),
         (
             "--experiment",
             "varmail/ZNS+",
@@ -265,6 +267,7 @@ fn bad_papers_and_options_are_explained() {
     // The zns-plus options are refused by characterization, not ignored.
     for (flag, value) in [
         ("--zones", "64"),
+        ("--duration", "32s"),
         ("--jobs", "2"),
         ("--seeds", "2"),
         ("--only", "fig6"),
@@ -289,6 +292,22 @@ fn bad_papers_and_options_are_explained() {
     assert!(!e.contains("fileserver/"), "{e}");
     let e = listed("varmail/IZC-H");
     assert!(e.contains("  fileserver/ZNS/mlc/u90/c16/l2\n"), "{e}");
+    // --duration sets the printed run's window, and its header names it.
+    let o = zonelab(&[
+        "reproduce",
+        "zns-plus",
+        "--duration",
+        "32s",
+        "--experiment",
+        "varmail/ZNS/mlc/u90/c16/l2",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let toml = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        toml.contains("`zonelab reproduce zns-plus --duration 32s --seed 1`"),
+        "{toml}"
+    );
+    assert!(toml.contains("duration = \"32s\""), "{toml}");
     // --experiment prints one run to standard output: options of a whole reproduction, and
     // a folder to write to, are refused.
     for (flag, value) in [("--seeds", "2"), ("--out", out.to_str().unwrap())] {
@@ -321,6 +340,8 @@ fn only_runs_the_figures_asked_for() {
         "table5",
         "--zones",
         "36",
+        "--duration",
+        "0.5s",
         "--seeds",
         "2",
         "--out",
@@ -377,13 +398,19 @@ fn only_runs_the_figures_asked_for() {
         .filter(|n| n.ends_with(".png"))
         .collect();
     assert_eq!(pngs, ["table5_tl_bp.png"]);
-    // --zones sized the file system, and θ_PI with it (128 MB at 512 zones: 9 MiB at 36).
+    // --zones sized the file system, and θ_PI with it (128 MB at 512 zones: 9 MiB at 36);
+    // --duration set every run's measured window.
     assert_eq!(table["scale"]["zones_at_16_chips"], 36);
+    assert_eq!(table["scale"]["duration"], "0.5s");
     let runs: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("runs.json")).unwrap()).unwrap();
     for r in runs["runs"].as_array().unwrap() {
         let sets = r["sets"].as_array().unwrap();
         assert!(sets.iter().any(|s| s == "device.set.zones=36"), "{sets:?}");
+        assert!(
+            sets.iter().any(|s| s == "run.duration=\"0.5s\""),
+            "{sets:?}"
+        );
         assert!(
             sets.iter()
                 .any(|s| s == "fs.options.checkpoint_pre_invalid=\"9MiB\""),
