@@ -53,8 +53,9 @@ pub struct ReproduceArgs {
     /// with --quick; the paper's 16 GiB is 512). Page cache and θ_PI scale with it.
     #[arg(long)]
     pub(crate) zones: Option<u32>,
-    /// zns-plus: how long each run is measured once warm, in simulated time (default 8s, 1s
-    /// with --quick), e.g. 32s: longer windows average over more of the cleaning cycle.
+    /// zns-plus: how long each run is measured once warm, in simulated time (default 32s, 1s
+    /// with --quick), e.g. 8s: shorter windows run faster but cover less of the cleaning cycle,
+    /// so the seeds agree less.
     #[arg(long, value_name = "TIME")]
     pub(crate) duration: Option<String>,
     /// zns-plus: print the `zonelab run` experiment of one run instead of running anything: its

@@ -297,17 +297,17 @@ fn bad_papers_and_options_are_explained() {
         "reproduce",
         "zns-plus",
         "--duration",
-        "32s",
+        "16s",
         "--experiment",
         "varmail/ZNS/mlc/u90/c16/l2",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let toml = String::from_utf8_lossy(&o.stdout);
     assert!(
-        toml.contains("`zonelab reproduce zns-plus --duration 32s --seed 1`"),
+        toml.contains("`zonelab reproduce zns-plus --duration 16s --seed 1`"),
         "{toml}"
     );
-    assert!(toml.contains("duration = \"32s\""), "{toml}");
+    assert!(toml.contains("duration = \"16s\""), "{toml}");
     // --experiment prints one run to standard output: options of a whole reproduction, and
     // a folder to write to, are refused.
     for (flag, value) in [("--seeds", "2"), ("--out", out.to_str().unwrap())] {
