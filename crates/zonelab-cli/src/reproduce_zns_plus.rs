@@ -17,9 +17,9 @@
 //! Workloads fill 90% of the file system (Table 3's utilization), warm up for 2 s and are
 //! measured for 32 simulated seconds (`--duration`): at 4 GiB ZNS's runs then write 1.7 to
 //! 2.4 times the file system's size (user data, nodes and cleaning), and the seeds' OLTP
-//! ratios agree within about 10%, where 8 s left them up to 50% apart. When the chip count changes (Figs 11, 12) the zone spans all
-//! chips (D_zone = chips, one block per chip: 2 MiB per chip), so the zone count changes
-//! inversely and the file system keeps its size.
+//! ratios agree within about 10%, where 8 s left them up to 50% apart. When the chip count
+//! changes (Figs 11, 12) the zone spans all chips (D_zone = chips, one block per chip: 2 MiB
+//! per chip), so the zone count changes inversely and the file system keeps its size.
 //!
 //! Host. The paper's guest ran Linux 4.10 (§4), whose multi-queue block layer had no I/O
 //! scheduler (mq-deadline came with 4.11, its zone write locking with 4.16): a zone's writes
