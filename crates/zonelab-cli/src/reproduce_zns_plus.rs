@@ -184,7 +184,7 @@ enum Scheme {
     /// ZNS+ with hybrid segment recycling as the published ZNS+ F2FS weighs it: no B_cold.
     ZnsPlusNoBcold,
     /// ZNS+ with hybrid segment recycling weighing each cost per block it frees (not in the
-    /// paper; the README's note on Fig 7a).
+    /// paper; docs/zns-plus-reproduction.md, "Fig 7a").
     ZnsPlusPerFreedBlock,
 }
 
@@ -1760,8 +1760,9 @@ fn fig12(r: &Runs, sc: &Scale, t: &mut Table, figs: &mut serde_json::Map<String,
         );
     }
     // How full the zones compaction cleaned were, at both ends of the sweep: fileserver's
-    // rotating deletes let each scheme's cleaning settle at its own share (README,
-    // `zonelab reproduce`), which moves the ratios above as much as the copy path does.
+    // rotating deletes let each scheme's cleaning settle at its own share
+    // (docs/zns-plus-reproduction.md, "Runs at the paper's 16 GiB"), which moves the ratios
+    // above as much as the copy path does.
     let valid: Vec<Vec<f64>> = [Zns, IzcH]
         .iter()
         .map(|&s| {

@@ -16,8 +16,8 @@
 //! for absent ones, shared by all threads: filebench keeps an existing-entry rotor per thread
 //! id but its flowops pass id 0 unless they set `rotatefd`, which the personalities here do
 //! not. Which files a run deletes when therefore follows its pace, so a faster file system
-//! can see different file lifetimes (README, Scale: fileserver's emptier IZC victims at
-//! 16 GiB).
+//! can see different file lifetimes (docs/zns-plus-reproduction.md, "Runs at the paper's
+//! 16 GiB": fileserver's emptier IZC victims).
 
 use super::config::gamma_knuth;
 use std::collections::BTreeSet;
