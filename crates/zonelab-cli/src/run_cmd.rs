@@ -60,6 +60,7 @@ pub(crate) fn counters(stats: &FsStats, ns: &Namespace, companion: Option<&Names
             "background_cleanings": stats.background_cleanings,
             "blocks_moved": stats.blocks_moved,
             "zones_cleaned_in_device": stats.zones_cleaned_in_device,
+            "zones_cleaned_by_log": stats.zones_cleaned_by_log,
             "blocks_copied_in_device": stats.blocks_copied_in_device,
             "device_copy_full_chunk_blocks": stats.device_copy_full_chunk_blocks,
             "device_copy_copyback_blocks": stats.device_copy_copyback_blocks,
@@ -110,6 +111,9 @@ pub(crate) fn counter_sections(w: &Value, segs_per_zone: u64) -> Value {
                 "izc": n("fs", "zones_cleaned_in_device"),
                 "zone_md": 0, "threaded_logging": n2("fs", "threaded", "tl_opens"),
             },
+            // The zones cleaned, by the log that wrote each: a cold data zone cleaned wins back
+            // the free zone the cold data log took for earlier moves (it never reopens one).
+            "by_victim_log": w["fs"]["zones_cleaned_by_log"],
             "threaded_logging": {
                 "blocks_written": n2("fs", "threaded", "tl_blocks"),
                 "blocks_skipped": n2("fs", "threaded", "skipped_blocks"),

@@ -492,6 +492,15 @@ fn the_reclamation_log_accounts_for_the_window(text: &str, v: &serde_json::Value
         of("compaction").count() as u64,
         u(&v["gc"]["zones_cleaned"])
     );
+    // The zones cleaned by the log that wrote each, as the log names the victims' logs.
+    let by_log = v["gc"]["by_victim_log"].as_object().expect("by_victim_log");
+    assert_eq!(by_log.len(), 6, "{by_log:?}");
+    for (log, n) in by_log {
+        let logged = of("compaction")
+            .filter(|e| e["log"] == log.as_str())
+            .count() as u64;
+        assert_eq!(logged, u(n), "{log}");
+    }
     let chose = |how: &str| of("reclaim_choice").filter(|e| e["chose"] == how).count() as u64;
     // A log chooses its next zone when its zone fills and reopens it at its next block, so
     // each of the five logs that can reopen zones may have a choice on either side of a
