@@ -1339,8 +1339,8 @@ fn table5(r: &Runs, t: &mut Table, figs: &mut serde_json::Map<String, Value>) {
             Check::Report,
         );
         bps.push(bp_pct);
-        // The cold data log never reopens a zone, so each of its zones the cleaner compacts
-        // wins back a free zone it took for earlier moves: compactions HSR did not choose.
+        // Cold data zones are reclaimed only by the cleaner: the cold data log never reopens a
+        // zone, and takes a free one whenever compaction's moves fill its own.
         let cold_cleaned = r.f(c, "gc.by_victim_log.cold_data");
         let cold_pct = pct(cold_cleaned, tl + compacted);
         t.add(

@@ -111,8 +111,9 @@ pub(crate) fn counter_sections(w: &Value, segs_per_zone: u64) -> Value {
                 "izc": n("fs", "zones_cleaned_in_device"),
                 "zone_md": 0, "threaded_logging": n2("fs", "threaded", "tl_opens"),
             },
-            // The zones cleaned, by the log that wrote each: a cold data zone cleaned wins back
-            // the free zone the cold data log took for earlier moves (it never reopens one).
+            // The zones cleaned, by the log that wrote each (threaded logging never reopens the
+            // cold data log's: that log takes a free zone whenever compaction's moves fill its
+            // own).
             "by_victim_log": w["fs"]["zones_cleaned_by_log"],
             "threaded_logging": {
                 "blocks_written": n2("fs", "threaded", "tl_blocks"),
