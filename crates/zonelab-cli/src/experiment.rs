@@ -142,6 +142,11 @@ pub struct FsCfg {
     /// Zones beyond the reserve left out of the capacity users see (F2FS's overprovision;
     /// default: as many as the reserve).
     pub overprovision_zones: Option<u32>,
+    /// Raise the cleaning and threaded-logging thresholds by the zones the dirty nodes and
+    /// dentry blocks would fill, counting one dirty page a whole zone, as F2FS 4.10 does
+    /// (default: false).
+    #[serde(default)]
+    pub dirty_zones_raise_thresholds: bool,
     /// Policy options (none for f2fs yet).
     #[serde(default)]
     pub options: BTreeMap<String, toml::Value>,
@@ -162,6 +167,7 @@ impl Default for FsCfg {
             segs_per_zone: 1,
             reserved_zones: None,
             overprovision_zones: None,
+            dirty_zones_raise_thresholds: false,
             options: BTreeMap::new(),
         }
     }
@@ -485,6 +491,7 @@ fn plan_of(tree: toml::Value, origin: &str) -> Result<Plan> {
         inactive_ratio: exp.host.inactive_ratio,
         reserved_zones: exp.fs.reserved_zones,
         overprovision_zones: exp.fs.overprovision_zones,
+        dirty_zones_raise_thresholds: exp.fs.dirty_zones_raise_thresholds,
         ..Default::default()
     };
     let cfg = RunConfig {
@@ -529,6 +536,7 @@ mod tests {
             "seed=7",
             "fs.policy=znsplus",
             "fs.options.checkpoint_pre_invalid=\"32MiB\"",
+            "fs.dirty_zones_raise_thresholds=true",
             "device.set.znsplus.plugging=lba",
             "host.scheduler=none",
             "run.warmup_written=\"64MiB\"",

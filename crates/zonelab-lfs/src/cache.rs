@@ -17,8 +17,8 @@
 //! goes back at the young end of its list.
 
 use crate::ondisk::{BLOCK, Nid, Node};
-use crate::vfs::Ino;
-use rustc_hash::FxHashMap;
+use crate::vfs::{FileKind, Ino};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, BTreeSet};
 use zonelab_device::payload::fingerprint;
 
@@ -302,6 +302,11 @@ pub struct Cache {
     ndirty: usize,
     nfresh: u64,
     dirty_nodes: BTreeSet<Nid>,
+    /// Directories (their inode nodes have passed through the cache): their data pages are
+    /// dentry blocks, whose dirty ones F2FS counts apart (F2FS_DIRTY_DENTS).
+    directories: FxHashSet<Ino>,
+    /// Dirty data pages of directories.
+    ndirty_dents: usize,
     /// The dirty nodes of each inode (by the owner in their footers), for fsync.
     dirty_nodes_of: FxHashMap<u32, BTreeSet<Nid>>,
     /// Generations handed to entries as they are cached.
@@ -337,6 +342,8 @@ impl Cache {
             ndirty: 0,
             nfresh: 0,
             dirty_nodes: BTreeSet::new(),
+            directories: FxHashSet::default(),
+            ndirty_dents: 0,
             dirty_nodes_of: FxHashMap::default(),
             generations: 0,
             page_writes: FxHashMap::default(),
@@ -353,6 +360,14 @@ impl Cache {
     }
     pub fn dirty_pages(&self) -> usize {
         self.ndirty + self.dirty_nodes.len()
+    }
+    /// Dirty node pages (F2FS_DIRTY_NODES).
+    pub fn dirty_node_pages(&self) -> usize {
+        self.dirty_nodes.len()
+    }
+    /// Dirty dentry blocks: data pages of directories (F2FS_DIRTY_DENTS).
+    pub fn dirty_dentry_pages(&self) -> usize {
+        self.ndirty_dents
     }
     /// Dirty pages without a device block yet.
     pub fn new_pages(&self) -> u64 {
@@ -391,6 +406,9 @@ impl Cache {
         }
         if set.insert(idx) {
             self.ndirty += 1;
+            if self.directories.contains(&ino) {
+                self.ndirty_dents += 1;
+            }
         }
     }
 
@@ -399,6 +417,9 @@ impl Cache {
             && set.remove(&idx)
         {
             self.ndirty -= 1;
+            if self.directories.contains(&ino) {
+                self.ndirty_dents -= 1;
+            }
             if set.is_empty() {
                 self.dirty.remove(&ino);
                 if let Some(t) = self.inode_dirty_tick.remove(&ino) {
@@ -583,8 +604,12 @@ impl Cache {
         fresh
     }
 
+    /// Drops the pages of an inode that is gone (its number may come back as another
+    /// file's); returns how many held space reservations.
     pub fn drop_inode_pages(&mut self, ino: Ino) -> u64 {
-        self.drop_pages_from(ino, 0)
+        let fresh = self.drop_pages_from(ino, 0);
+        self.directories.remove(&ino);
+        fresh
     }
 
     /// Makes a page dirty so it is written again (cleaning moves it), keeping newer dirty
@@ -637,6 +662,13 @@ impl Cache {
         }
         if dirty {
             self.mark_node_dirty(nid);
+        }
+        if let Some(i) = self.nodes[&nid].node.inode()
+            && i.kind == FileKind::Dir
+            && self.directories.insert(nid as Ino)
+        {
+            // Pages dirtied before the inode came in (cleaning moves them by address).
+            self.ndirty_dents += self.dirty.get(&(nid as Ino)).map_or(0, |d| d.len());
         }
     }
 

@@ -2723,6 +2723,88 @@ fn past_half_the_reserve_a_round_checkpoints_after_every_victim() {
     });
 }
 
+/// A foreground round cleans a victim even when its opening checkpoint left zones enough:
+/// the published ZNS+ F2FS's f2fs_gc looks for its victim after that checkpoint and cleans it
+/// either way, so a round always frees space.
+#[test]
+fn a_foreground_round_cleans_one_victim_at_least() {
+    let (sim, stack) = small_device(PayloadMode::Fingerprint);
+    let s = sim.clone();
+    run(&sim, async move {
+        let fs = with_round_reserve(s, stack).await;
+        half_valid_zones(&fs, 6).await;
+        fs.inner.st.borrow_mut().clean_below = 0;
+        let before = fs.stats();
+        fs.foreground_round(Nanos::ZERO).await.unwrap();
+        let after = fs.stats();
+        assert_eq!(after.foreground_cleanings - before.foreground_cleanings, 1);
+        assert_eq!(after.checkpoints - before.checkpoints, 1, "the closing one");
+        let problems = fs.check().await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    });
+}
+
+/// With `dirty_zones_raise_thresholds`, dirty nodes and dentry blocks raise the cleaning
+/// threshold by the zones a checkpoint would fill with them, dentry blocks twice (F2FS 4.10's
+/// `has_not_enough_free_secs`): new files in a new directory dirty both, and a checkpoint
+/// writes them and takes the rise away.
+#[test]
+fn dirty_nodes_and_dentry_blocks_raise_the_cleaning_threshold() {
+    let (sim, stack) = small_device(PayloadMode::Fingerprint);
+    let s = sim.clone();
+    run(&sim, async move {
+        // A cache large enough that no writeback starts before the checkpoint.
+        let o = FsOptions {
+            reserved_zones: Some(8),
+            cache_bytes: 64 << 20,
+            dirty_zones_raise_thresholds: true,
+            ..opts()
+        };
+        let fs = Fs::mkfs(s, stack, FormatOptions::default(), o, Box::new(F2fs))
+            .await
+            .unwrap();
+        fs.checkpoint().await.unwrap();
+        assert_eq!(fs.inner.st.borrow().dirty_zones(), 0, "all written");
+        let d = fs.mkdir(ROOT_INO, "d", 0o755, 0, 0).await.unwrap();
+        for f in 0..40 {
+            fs.create(d.ino, &format!("f{f}"), 0o644, 0, 0)
+                .await
+                .unwrap();
+        }
+        {
+            let st = fs.inner.st.borrow();
+            let (nodes, dents) = (
+                st.cache.dirty_node_pages() as u64,
+                st.cache.dirty_dentry_pages() as u64,
+            );
+            // The new directory's block and the root's block naming it.
+            assert_eq!(dents, 2, "{nodes} dirty nodes");
+            assert!(nodes > 40, "{nodes} dirty nodes");
+            let l = &st.segs.layout;
+            assert!(nodes <= l.blocks_per_zone as u64, "fits one zone");
+            assert_eq!(
+                st.dirty_zones(),
+                3,
+                "one zone for the nodes, two for the dentries"
+            );
+        }
+        let free = fs.free_zones();
+        fs.inner.st.borrow_mut().clean_below = free - 2;
+        assert!(
+            fs.free_zones_short(),
+            "{free} free, 3 more wanted than the threshold"
+        );
+        fs.checkpoint().await.unwrap();
+        assert_eq!(fs.inner.st.borrow().dirty_zones(), 0);
+        assert!(!fs.free_zones_short());
+        // Off (the default), the dirty pages raise nothing.
+        fs.create(d.ino, "g", 0o644, 0, 0).await.unwrap();
+        assert!(fs.inner.st.borrow().dirty_zones() > 0);
+        fs.inner.st.borrow_mut().dirty_zones_raise_thresholds = false;
+        assert_eq!(fs.inner.st.borrow().dirty_zones(), 0);
+    });
+}
+
 /// Handing a page to the device costs the host `write_page` of CPU (F2FS's per-page writeback
 /// work): with one core, syncing a file's dirty pages and nodes takes that much longer per page.
 #[test]

@@ -204,6 +204,14 @@ impl Layout {
     pub fn segments(&self) -> u32 {
         self.sb.main_zones * self.sb.segs_per_zone
     }
+    /// The zones `pages` dirty pages of one kind are counted to fill, as F2FS reckons
+    /// sections for its free-section thresholds (`get_blocktype_secs`, F2FS 4.10 f2fs.h):
+    /// whole zones, so one dirty page counts one.
+    pub fn zones_for_dirty(&self, pages: u64) -> u32 {
+        pages
+            .div_ceil(self.blocks_per_zone as u64)
+            .min(u32::MAX as u64) as u32
+    }
     /// Where the zoned device starts in the file system's address space (after the companion).
     pub fn zoned_base(&self) -> u64 {
         self.sb.companion_lbas
@@ -312,6 +320,22 @@ mod tests {
         let a = l.addr(3, 17);
         assert_eq!(l.locate(a), Some((3, 17)));
         assert_eq!(l.locate(5), None);
+    }
+
+    /// F2FS's `get_blocktype_secs` arithmetic, ((pages + blocks a section - 1) >> log
+    /// blocks a segment) / segments a section, in whole zones of 16 segments.
+    #[test]
+    fn dirty_pages_count_whole_zones_from_the_first() {
+        let opts = FormatOptions {
+            segs_per_zone: 16,
+            ..FormatOptions::default()
+        };
+        let l = Layout::new(plan(shape(), opts, true).unwrap()).unwrap();
+        assert_eq!(l.blocks_per_zone, 8192);
+        let f2fs = |pages: u64| ((pages + 8191) >> 9) / 16;
+        for pages in [0, 1, 511, 512, 8191, 8192, 8193, 16384, 16385, 100_000] {
+            assert_eq!(u64::from(l.zones_for_dirty(pages)), f2fs(pages), "{pages}");
+        }
     }
 
     #[test]

@@ -91,6 +91,10 @@ pub struct Threaded {
     /// foreground cleaning starts, as the published ZNS+ F2FS (`get_new_ssr_segment`
     /// takes SSR unweighed at the threshold of `has_not_enough_free_secs`).
     pub forced_below: u32,
+    /// Zones the dirty nodes and dentry blocks would fill, which raise both thresholds
+    /// (`need_SSR` and `get_new_ssr_segment` add them as `has_not_enough_free_secs` does):
+    /// the file system sets it before it takes blocks.
+    pub dirty_zones: u32,
     /// Blocks invalidated since the last checkpoint that a crash recovery still needs
     /// ("pre-invalid", §3.3.2): the checkpoint references them, or roll-forward does (a node
     /// of the warm node log's chain, a data block the newest durable fsynced copy of its node
@@ -199,6 +203,7 @@ impl Threaded {
             hsr,
             below_free,
             forced_below,
+            dirty_zones: 0,
             pre_invalid: BTreeSet::new(),
             pre_invalid_cp: BTreeSet::new(),
             pre_invalid_zone: vec![0; zones],
@@ -594,7 +599,8 @@ impl Segments {
 
     /// The zone log `t` moves to, with the blocks it must skip when it is a dirty zone
     /// reopened for threaded logging. While free zones are plenty, a free zone (append
-    /// logging). Below `threaded.below_free`, hybrid segment recycling (seed 000 §3.3.2)
+    /// logging). Below `threaded.below_free` (both thresholds here raised by
+    /// `threaded.dirty_zones`), hybrid segment recycling (seed 000 §3.3.2)
     /// weighs the cheapest threaded-logging zone of the log's type,
     /// `C_TL = f_plugging(N_pre-inv + N_valid)`, against the zone segment compaction would
     /// clean, `C_SC = f_copy(N_valid) + f_write(alpha N_valid) - B_cold` (eq. 1 and 2, the
@@ -608,12 +614,12 @@ impl Segments {
     fn choose_zone(&mut self, t: Temp) -> Option<(u32, Option<Vec<bool>>)> {
         let free = self.free_zones.len() as u32;
         if let Some(th) = &self.threaded
-            && free < th.below_free
+            && free < th.below_free.saturating_add(th.dirty_zones)
             && t != Temp::ColdData
             && let Some((z, keep)) = self.threaded_candidate(t)
         {
             let th = self.threaded.as_ref().expect("checked");
-            let unweighed = free < th.forced_below.max(1);
+            let unweighed = free < th.forced_below.saturating_add(th.dirty_zones).max(1);
             let victim = if unweighed {
                 None
             } else {
