@@ -2694,6 +2694,21 @@ fn a_foreground_cleaning_round_checkpoints_before_and_after_its_victims() {
     });
 }
 
+/// Runs one foreground round with the cleaning threshold at `clean_below` free zones and
+/// checks the file system after it: (zones cleaned, checkpoints taken).
+async fn foreground_round_below(fs: &Fs, clean_below: u32) -> (u64, u64) {
+    fs.inner.st.borrow_mut().clean_below = clean_below;
+    let before = fs.stats();
+    fs.foreground_round(Nanos::ZERO).await.unwrap();
+    let after = fs.stats();
+    let problems = fs.check().await.unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    (
+        after.foreground_cleanings - before.foreground_cleanings,
+        after.checkpoints - before.checkpoints,
+    )
+}
+
 /// Past half the reserve, a foreground round checkpoints after every victim while zones are
 /// still short (the published ZNS+ F2FS's f2fs_gc: `sec_freed > reserved_sections / 2`). A
 /// round asked for 7 more free zones with a reserve of 8 cleans more victims than that (their
@@ -2707,19 +2722,13 @@ fn past_half_the_reserve_a_round_checkpoints_after_every_victim() {
         half_valid_zones(&fs, 6).await;
         let free = fs.free_zones();
         assert!(free >= 3, "{free} free zones");
-        fs.inner.st.borrow_mut().clean_below = free + 7;
-        let before = fs.stats();
-        fs.foreground_round(Nanos::ZERO).await.unwrap();
-        let after = fs.stats();
-        let cleaned = after.foreground_cleanings - before.foreground_cleanings;
+        let (cleaned, checkpoints) = foreground_round_below(&fs, free + 7).await;
         // Victims 1..=4 leave no checkpoint; each later one but the last is followed by one
         // (zones still short), and the last by the closing one.
         let half = u64::from(fs.inner.st.borrow().reserved_zones / 2);
         assert_eq!(half, 4);
         assert!(cleaned > half + 1, "{cleaned} zones cleaned");
-        assert_eq!(after.checkpoints - before.checkpoints, cleaned - half);
-        let problems = fs.check().await.unwrap();
-        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(checkpoints, cleaned - half);
     });
 }
 
@@ -2733,14 +2742,9 @@ fn a_foreground_round_cleans_one_victim_at_least() {
     run(&sim, async move {
         let fs = with_round_reserve(s, stack).await;
         half_valid_zones(&fs, 6).await;
-        fs.inner.st.borrow_mut().clean_below = 0;
-        let before = fs.stats();
-        fs.foreground_round(Nanos::ZERO).await.unwrap();
-        let after = fs.stats();
-        assert_eq!(after.foreground_cleanings - before.foreground_cleanings, 1);
-        assert_eq!(after.checkpoints - before.checkpoints, 1, "the closing one");
-        let problems = fs.check().await.unwrap();
-        assert!(problems.is_empty(), "{problems:?}");
+        let (cleaned, checkpoints) = foreground_round_below(&fs, 0).await;
+        assert_eq!(cleaned, 1);
+        assert_eq!(checkpoints, 1, "the closing one");
     });
 }
 
