@@ -2530,8 +2530,9 @@ impl Fs {
     /// after victim, leaving each prefree, one at least and more until the free zones and
     /// those it freed reach the threshold, and closes with one checkpoint. Its only
     /// checkpoints on the way come once the round has freed more than half the reserve, after
-    /// every further victim while zones are still short. So the copies of one victim (IZC's zone_compaction, asynchronous,
-    /// seed 000 §3.2.1) overlap the cleaning of the next, and only the last waits for them.
+    /// every further victim while zones are still short. So the copies of one victim (IZC's
+    /// zone_compaction, asynchronous, seed 000 §3.2.1) overlap the cleaning of the next, and
+    /// only the last waits for them.
     ///
     /// Fig. 6's per-victim times follow the authors' accounting (f2fs_gc times each victim
     /// from the end of the one before): the opening checkpoint counts in the first victim's
