@@ -63,6 +63,11 @@ pub struct ReproduceArgs {
     /// --seed and --quick given. `zonelab run` on it gives that run's result.
     #[arg(long, value_name = "KEY")]
     pub(crate) experiment: Option<String>,
+    /// zns-plus: override a key of every run's experiment, as `zonelab run --set` does, e.g.
+    /// --set fs.dirty_zones_raise_thresholds=true (repeatable). The keys the reproduction sets
+    /// itself (what tells its runs apart, their size and their window) are refused.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub(crate) sets: Vec<String>,
 }
 
 impl ReproduceArgs {
@@ -375,6 +380,7 @@ pub fn run(a: ReproduceArgs) -> Result<ExitCode> {
                 ("--seeds", a.seeds.is_some()),
                 ("--only", !a.only.is_empty()),
                 ("--experiment", a.experiment.is_some()),
+                ("--set", !a.sets.is_empty()),
             ];
             if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
                 bail!(

@@ -91,6 +91,8 @@ struct Scale {
     lanes: Vec<(u32, u32)>,
     /// θ_PI values of the sweep (§3.3.2), in the paper's MB (scaled as [`Scale::theta_mib`]).
     thetas: Vec<u32>,
+    /// `--set KEY=VALUE` overrides every run's experiment takes last ([`Scale::take_overrides`]).
+    overrides: Vec<String>,
 }
 
 impl Scale {
@@ -136,6 +138,7 @@ impl Scale {
                 chips: vec![4, 16, 32],
                 lanes: vec![(1, 8), (2, 16), (4, 32)],
                 thetas: vec![THETA_PI_MB, 4 * THETA_PI_MB],
+                overrides: Vec::new(),
             }
         } else {
             Scale {
@@ -151,8 +154,46 @@ impl Scale {
                     2 * THETA_PI_MB,
                     4 * THETA_PI_MB,
                 ],
+                overrides: Vec::new(),
             }
         }
+    }
+
+    /// Takes the `--set` overrides `sets` for every run of `cfgs` (made with `seed`). A key
+    /// the reproduction sets itself for one of them is refused, as is a table holding one or
+    /// a key inside one: those tell the runs apart (the schemes, workloads, media), size
+    /// them (`--zones`) or set their window (`--duration`). The first run's experiment is
+    /// then checked with the overrides, so a misspelt key or a bad value fails before any
+    /// run.
+    fn take_overrides(&mut self, cfgs: &[Cfg], sets: &[String], seed: u64) -> Result<()> {
+        let key = |kv: &str| kv.split_once('=').map_or(kv, |(k, _)| k).trim().to_string();
+        let own: BTreeSet<String> = cfgs
+            .iter()
+            .flat_map(|c| c.sets(self, seed))
+            .map(|kv| key(&kv))
+            .collect();
+        let within =
+            |outer: &str, inner: &str| inner == outer || inner.starts_with(&format!("{outer}."));
+        for kv in sets {
+            let k = key(kv);
+            if let Some(clash) = own.iter().find(|o| within(&k, o) || within(o, &k)) {
+                bail!(
+                    "--set {kv}: the reproduction sets {clash} itself: it tells the runs apart, \
+                     sizes them or sets their window (--zones, --duration and --seed set \
+                     those); override another key, e.g. --set \
+                     fs.dirty_zones_raise_thresholds=true"
+                );
+            }
+        }
+        self.overrides = sets.to_vec();
+        if let Some(first) = cfgs.first() {
+            zonelab_cli::experiment::with_overrides(
+                BASE,
+                "the runs' experiment with --set",
+                &first.sets(self, seed),
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -378,6 +419,7 @@ impl Cfg {
                 sc.theta_mib(self.theta_pi)
             ));
         }
+        v.extend(sc.overrides.iter().cloned());
         v
     }
 }
@@ -801,8 +843,9 @@ fn print_experiment(a: &ReproduceArgs, key: &str) -> Result<ExitCode> {
              (give --seed for its seed, and redirect the output to keep it)"
         );
     }
-    let sc = Scale::new(a.quick, a.zones, a.duration.as_deref())?;
+    let mut sc = Scale::new(a.quick, a.zones, a.duration.as_deref())?;
     let cfgs = plan(&sc, &FIGURES.into_iter().collect());
+    sc.take_overrides(&cfgs, &a.sets, a.seed)?;
     let Some(cfg) = cfgs.iter().find(|c| c.key() == key) else {
         let keys: Vec<String> = cfgs.iter().map(|c| c.key()).collect();
         let starting: Vec<&String> = keys.iter().filter(|k| k.starts_with(key)).collect();
@@ -831,7 +874,12 @@ fn print_experiment(a: &ReproduceArgs, key: &str) -> Result<ExitCode> {
         .as_ref()
         .map(|_| format!(" --duration {}", sc.duration))
         .unwrap_or_default();
-    let scale = format!("{quick}{zones}{duration}");
+    let sets: String = sc
+        .overrides
+        .iter()
+        .map(|kv| format!(" --set {kv}"))
+        .collect();
+    let scale = format!("{quick}{zones}{duration}{sets}");
     print!(
         "# Run '{key}' of `zonelab reproduce zns-plus{scale} --seed {}`\n\
          # (seed 000 §4): `zonelab run` on this file gives that run's result.\n{toml}",
@@ -869,8 +917,9 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
         }
         only
     };
-    let sc = Scale::new(a.quick, a.zones, a.duration.as_deref())?;
+    let mut sc = Scale::new(a.quick, a.zones, a.duration.as_deref())?;
     let cfgs = plan(&sc, &only);
+    sc.take_overrides(&cfgs, &a.sets, a.seed)?;
     let jobs = a.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -952,6 +1001,7 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
         },
         "checkpoint_pre_invalid_mib": sc.theta_mib(THETA_PI_MB),
         "theta_pi_sweep_paper_mb": sc.thetas,
+        "overrides": sc.overrides,
     });
     std::fs::write(
         dir.join("table.json"),
@@ -980,9 +1030,19 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
         Some(n) if n != n_seeds => format!(", Table 4's with {n}"),
         _ => String::new(),
     };
+    let overrides: String = sc
+        .overrides
+        .iter()
+        .map(|kv| format!(" --set {kv}"))
+        .collect();
+    let overrides = if overrides.is_empty() {
+        overrides
+    } else {
+        format!(", every run with{overrides}")
+    };
     println!(
-        "{} experiments x {} seed(s){table4_note}: {} runs, every run verified and fsck-clean; \
-         means over the seeds; {:.1} s wall ({:.1} s of runs, {} at a time)",
+        "{} experiments x {} seed(s){table4_note}: {} runs{overrides}, every run verified and \
+         fsck-clean; means over the seeds; {:.1} s wall ({:.1} s of runs, {} at a time)",
         runs.0.len(),
         n_seeds,
         tasks.len(),

@@ -253,6 +253,24 @@ fn bad_papers_and_options_are_explained() {
             "varmail/ZNS+",
             "varmail/ZNS+/mlc/u90/c16/l2",
         ),
+        // --set may not change what tells the runs apart, nor a table that holds such a key,
+        // and a key the experiment does not have is named before any run.
+        (
+            "--set",
+            "fs.policy=f2fs",
+            "the reproduction sets fs.policy itself",
+        ),
+        (
+            "--set",
+            "fs.options={}",
+            "the reproduction sets fs.options.",
+        ),
+        (
+            "--set",
+            "run.duration=1s",
+            "the reproduction sets run.duration itself",
+        ),
+        ("--set", "fs.raise=true", "unknown field `raise`"),
     ] {
         let mut args = vec!["reproduce", "zns-plus", "--quick", flag, value];
         // --experiment writes no folder (and refuses --out).
@@ -272,6 +290,7 @@ fn bad_papers_and_options_are_explained() {
         ("--seeds", "2"),
         ("--only", "fig6"),
         ("--experiment", "varmail/ZNS/mlc/u90/c16/l2"),
+        ("--set", "fs.dirty_zones_raise_thresholds=true"),
     ] {
         let o = zonelab(&["reproduce", "characterization", flag, value]);
         assert!(!o.status.success(), "{flag}");
@@ -308,6 +327,27 @@ fn bad_papers_and_options_are_explained() {
         "{toml}"
     );
     assert!(toml.contains("duration = \"16s\""), "{toml}");
+    // --set overrides a key of the printed run, and its header names it.
+    let o = zonelab(&[
+        "reproduce",
+        "zns-plus",
+        "--set",
+        "fs.dirty_zones_raise_thresholds=true",
+        "--experiment",
+        "varmail/ZNS+/mlc/u90/c16/l2",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let toml = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        toml.contains(
+            "`zonelab reproduce zns-plus --set fs.dirty_zones_raise_thresholds=true --seed 1`"
+        ),
+        "{toml}"
+    );
+    assert!(
+        toml.contains("dirty_zones_raise_thresholds = true"),
+        "{toml}"
+    );
     // --experiment prints one run to standard output: options of a whole reproduction, and
     // a folder to write to, are refused.
     for (flag, value) in [("--seeds", "2"), ("--out", out.to_str().unwrap())] {
@@ -344,6 +384,8 @@ fn only_runs_the_figures_asked_for() {
         "0.5s",
         "--seeds",
         "2",
+        "--set",
+        "fs.dirty_zones_raise_thresholds=true",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -402,6 +444,14 @@ fn only_runs_the_figures_asked_for() {
     // --duration set every run's measured window.
     assert_eq!(table["scale"]["zones_at_16_chips"], 36);
     assert_eq!(table["scale"]["duration"], "0.5s");
+    assert_eq!(
+        table["scale"]["overrides"],
+        serde_json::json!(["fs.dirty_zones_raise_thresholds=true"])
+    );
+    assert!(
+        stdout.contains("every run with --set fs.dirty_zones_raise_thresholds=true"),
+        "{stdout}"
+    );
     let runs: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("runs.json")).unwrap()).unwrap();
     for r in runs["runs"].as_array().unwrap() {
@@ -414,6 +464,12 @@ fn only_runs_the_figures_asked_for() {
         assert!(
             sets.iter()
                 .any(|s| s == "fs.options.checkpoint_pre_invalid=\"9MiB\""),
+            "{sets:?}"
+        );
+        // --set came last, after the reproduction's own keys.
+        assert_eq!(
+            sets.last().unwrap(),
+            "fs.dirty_zones_raise_thresholds=true",
             "{sets:?}"
         );
     }
