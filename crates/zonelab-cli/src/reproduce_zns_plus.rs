@@ -195,6 +195,15 @@ impl Scale {
         }
         Ok(())
     }
+
+    /// The overrides as the command line gave them (` --set K=V` each), for what the
+    /// reproduction prints.
+    fn set_flags(&self) -> String {
+        self.overrides
+            .iter()
+            .map(|kv| format!(" --set {kv}"))
+            .collect()
+    }
 }
 
 /// θ_PI of the paper's 16 GB file system, MB (§3.3.2: performance "was maximized when θ_PI
@@ -874,12 +883,7 @@ fn print_experiment(a: &ReproduceArgs, key: &str) -> Result<ExitCode> {
         .as_ref()
         .map(|_| format!(" --duration {}", sc.duration))
         .unwrap_or_default();
-    let sets: String = sc
-        .overrides
-        .iter()
-        .map(|kv| format!(" --set {kv}"))
-        .collect();
-    let scale = format!("{quick}{zones}{duration}{sets}");
+    let scale = format!("{quick}{zones}{duration}{}", sc.set_flags());
     print!(
         "# Run '{key}' of `zonelab reproduce zns-plus{scale} --seed {}`\n\
          # (seed 000 §4): `zonelab run` on this file gives that run's result.\n{toml}",
@@ -1030,15 +1034,9 @@ pub fn run(a: &ReproduceArgs) -> Result<ExitCode> {
         Some(n) if n != n_seeds => format!(", Table 4's with {n}"),
         _ => String::new(),
     };
-    let overrides: String = sc
-        .overrides
-        .iter()
-        .map(|kv| format!(" --set {kv}"))
-        .collect();
-    let overrides = if overrides.is_empty() {
-        overrides
-    } else {
-        format!(", every run with{overrides}")
+    let overrides = match sc.set_flags() {
+        f if f.is_empty() => f,
+        f => format!(", every run with{f}"),
     };
     println!(
         "{} experiments x {} seed(s){table4_note}: {} runs{overrides}, every run verified and \
