@@ -50,12 +50,13 @@ pub struct ReproduceArgs {
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Vec<String>,
     /// zns-plus: the file system's size in 32 MiB zones at 16 chips (default 128, 4 GiB; 32
-    /// with --quick; the paper's 16 GiB is 512). Page cache and θ_PI scale with it.
+    /// with --quick; the paper's 16 GiB is 512). Page cache, θ_PI and the default
+    /// --duration scale with it.
     #[arg(long)]
     pub(crate) zones: Option<u32>,
-    /// zns-plus: how long each run is measured once warm, in simulated time (default 32s, 1s
-    /// with --quick), e.g. 8s: shorter windows run faster but cover less of the cleaning cycle,
-    /// so the seeds agree less.
+    /// zns-plus: how long each run is measured once warm, in simulated time (default 32s at
+    /// 128 zones, 1s with --quick, growing with --zones: 128s at 512), e.g. 8s: shorter windows
+    /// run faster but cover less of the cleaning cycle, so the seeds agree less.
     #[arg(long, value_name = "TIME")]
     pub(crate) duration: Option<String>,
     /// zns-plus: print the `zonelab run` experiment of one run instead of running anything: its

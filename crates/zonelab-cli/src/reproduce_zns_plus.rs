@@ -105,9 +105,18 @@ impl Scale {
     }
 
     /// The runs of the full reproduction, or of `--quick`; `zones` overrides their size and
-    /// `duration` their measured window.
+    /// `duration` their measured window. Without `duration`, the window grows with the file
+    /// system from the default's (32 s at 128 zones; `--quick`, 1 s at 32), so that each run
+    /// still writes about the same multiple of the file system's size in it: 32 s at the
+    /// paper's 16 GiB covered a quarter of what it covers at 4 GiB, too little of the
+    /// cleaning cycle for Table 5's shares (docs/zns-plus-reproduction.md, "Table 5").
     fn new(quick: bool, zones: Option<u32>, duration: Option<&str>) -> Result<Scale> {
         let mut sc = Scale::sized(quick);
+        let default_zones = sc.zones;
+        let default_ms = zonelab_workload::fs::config::parse_duration(&sc.duration)
+            .expect("the default window parses")
+            .0
+            / 1_000_000;
         if let Some(d) = duration {
             match zonelab_workload::fs::config::parse_duration(d) {
                 Ok(t) if t > zonelab_sim::Nanos::ZERO => sc.duration = d.trim().to_string(),
@@ -124,6 +133,14 @@ impl Scale {
                 );
             }
             sc.zones = z;
+            if duration.is_none() {
+                let ms = default_ms * u64::from(z) / u64::from(default_zones);
+                sc.duration = if ms.is_multiple_of(1_000) {
+                    format!("{}s", ms / 1_000)
+                } else {
+                    format!("{ms}ms")
+                };
+            }
         }
         Ok(sc)
     }

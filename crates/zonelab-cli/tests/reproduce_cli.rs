@@ -327,6 +327,18 @@ fn bad_papers_and_options_are_explained() {
         "{toml}"
     );
     assert!(toml.contains("duration = \"16s\""), "{toml}");
+    // Without --duration the window grows with --zones: 32 s at 128 zones, 128 s at 512.
+    let o = zonelab(&[
+        "reproduce",
+        "zns-plus",
+        "--zones",
+        "512",
+        "--experiment",
+        "varmail/ZNS/mlc/u90/c16/l2",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let toml = String::from_utf8_lossy(&o.stdout);
+    assert!(toml.contains("duration = \"128s\""), "{toml}");
     // --set overrides a key of the printed run, and its header names it.
     let o = zonelab(&[
         "reproduce",
