@@ -311,45 +311,30 @@ fn bad_papers_and_options_are_explained() {
     assert!(!e.contains("fileserver/"), "{e}");
     let e = listed("varmail/IZC-H");
     assert!(e.contains("  fileserver/ZNS/mlc/u90/c16/l2\n"), "{e}");
+    // The experiment `--experiment key` prints with the options `opts` before it.
+    let printed = |opts: &[&str], key: &str| {
+        let mut args = vec!["reproduce", "zns-plus"];
+        args.extend(opts);
+        args.extend(["--experiment", key]);
+        let o = zonelab(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
     // --duration sets the printed run's window, and its header names it.
-    let o = zonelab(&[
-        "reproduce",
-        "zns-plus",
-        "--duration",
-        "16s",
-        "--experiment",
-        "varmail/ZNS/mlc/u90/c16/l2",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let toml = String::from_utf8_lossy(&o.stdout);
+    let toml = printed(&["--duration", "16s"], "varmail/ZNS/mlc/u90/c16/l2");
     assert!(
         toml.contains("`zonelab reproduce zns-plus --duration 16s --seed 1`"),
         "{toml}"
     );
     assert!(toml.contains("duration = \"16s\""), "{toml}");
     // Without --duration the window grows with --zones: 32 s at 128 zones, 128 s at 512.
-    let o = zonelab(&[
-        "reproduce",
-        "zns-plus",
-        "--zones",
-        "512",
-        "--experiment",
-        "varmail/ZNS/mlc/u90/c16/l2",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let toml = String::from_utf8_lossy(&o.stdout);
+    let toml = printed(&["--zones", "512"], "varmail/ZNS/mlc/u90/c16/l2");
     assert!(toml.contains("duration = \"128s\""), "{toml}");
     // --set overrides a key of the printed run, and its header names it.
-    let o = zonelab(&[
-        "reproduce",
-        "zns-plus",
-        "--set",
-        "fs.dirty_zones_raise_thresholds=true",
-        "--experiment",
+    let toml = printed(
+        &["--set", "fs.dirty_zones_raise_thresholds=true"],
         "varmail/ZNS+/mlc/u90/c16/l2",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let toml = String::from_utf8_lossy(&o.stdout);
+    );
     assert!(
         toml.contains(
             "`zonelab reproduce zns-plus --set fs.dirty_zones_raise_thresholds=true --seed 1`"
