@@ -516,6 +516,13 @@ impl State {
             + 2 * l.zones_for_dirty(self.cache.dirty_dentry_pages() as u64)
     }
 
+    /// Whether the free zones, with `prefree` more a checkpoint would free, are fewer than
+    /// the cleaning threshold (`clean_below`, raised by [`State::dirty_zones`]).
+    fn zones_short(&self, prefree: usize) -> bool {
+        self.segs.free_zones.len() + prefree
+            < self.clean_below.saturating_add(self.dirty_zones()) as usize
+    }
+
     /// Hands threaded logging the thresholds' rise now ([`State::dirty_zones`]) before the
     /// logs take blocks.
     fn set_dirty_zones(&mut self) {
@@ -1436,8 +1443,7 @@ impl Fs {
 
     /// Whether fewer zones than the cleaning threshold are free.
     pub(crate) fn free_zones_short(&self) -> bool {
-        let st = self.inner.st.borrow();
-        (st.segs.free_zones.len() as u32) < st.clean_below.saturating_add(st.dirty_zones())
+        self.inner.st.borrow().zones_short(0)
     }
 
     /// Foreground cleaning while free zones run short (F2FS's f2fs_balance_fs). A caller must
@@ -2539,18 +2545,11 @@ impl Fs {
     /// checkpoint phase, and a checkpoint (with its wait for the moves) in that of the victim
     /// it follows.
     pub(crate) async fn foreground_round(&self, opening: Nanos) -> FsResult<()> {
-        let (clean_below, half_reserve) = {
-            let st = self.inner.st.borrow();
-            (st.clean_below, st.reserved_zones / 2)
-        };
+        let half_reserve = self.inner.st.borrow().reserved_zones / 2;
         let mut opening = Some(opening);
         let mut prefree: Vec<Cleaned> = Vec::new();
         let mut freed = 0u32;
-        let short = |fs: &Fs, prefree: usize| {
-            let st = fs.inner.st.borrow();
-            st.segs.free_zones.len() + prefree
-                < clean_below.saturating_add(st.dirty_zones()) as usize
-        };
+        let short = |fs: &Fs, prefree: usize| fs.inner.st.borrow().zones_short(prefree);
         // At least one victim, though the opening checkpoint may have freed enough: f2fs_gc
         // looks for its victim after that checkpoint and cleans it either way.
         while freed == 0 || short(self, prefree.len()) {
