@@ -177,6 +177,37 @@ fn same_seed_gives_identical_json() {
     }
 }
 
+/// As in filebench, only the preallocated share of a fileset has to fit before the run: a
+/// fileset larger than the file system runs when its 80% fits, and is refused when all of it
+/// would be preallocated.
+#[test]
+fn a_fileset_may_outgrow_the_file_system_by_what_it_leaves_absent() {
+    let cap = 3u64 << 20;
+    let try_run = |prealloc: &str| {
+        let sim = Sim::new();
+        let fs = memfs(&sim, PayloadMode::Fingerprint, cap, Nanos::ZERO);
+        let mut w = small("fileserver");
+        w.set("filesizegamma", "0").unwrap();
+        w.set("prealloc", prealloc).unwrap();
+        run_on(
+            fs,
+            &sim,
+            w,
+            cfg(PayloadMode::Fingerprint, 3, Some(RunLength::Ops(100))),
+        )
+    };
+    // 200 files of 16 KiB: 3.125 MiB against 3 MiB.
+    let r = try_run("80").unwrap();
+    assert!(r.fileset.fileset_bytes > cap, "{:?}", r.fileset);
+    assert!(r.fileset.preallocated_bytes < cap, "{:?}", r.fileset);
+    match try_run("100") {
+        Err(FsWorkloadError::Config(m)) => {
+            assert!(m.contains("preallocated files need"), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn utilization_targets_are_met() {
     let cap = 32u64 << 20;
