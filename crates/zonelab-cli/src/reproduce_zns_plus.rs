@@ -15,8 +15,9 @@
 //! The file system keeps the spare space mkfs.f2fs gives the paper's (its cleaning reserve and
 //! overprovision, [`spare_zones`]) as the same share of its zones.
 //! Workloads take Table 3's data sets in proportion to the file system's user capacity
-//! ([`Cfg::data_set_size`]: 90% utilization), warm up for 2 s and are measured for 32 simulated seconds (`--duration`): at 4 GiB ZNS's runs then write 1.7 to
-//! 2.4 times the file system's size (user data, nodes and cleaning), and the seeds' OLTP
+//! ([`Cfg::data_set_size`]: 90% utilization), warm up for 2 s and are measured for 32
+//! simulated seconds (`--duration`): at 4 GiB ZNS's runs then write 1.7 to 2.4 times the
+//! file system's size (user data, nodes and cleaning), and the seeds' OLTP
 //! ratios agree within about 10%, where 8 s left them up to 50% apart. When the chip count
 //! changes (Figs 11, 12) the zone spans all chips (D_zone = chips, one block per chip: 2 MiB
 //! per chip), so the zone count changes inversely and the file system keeps its size.
