@@ -309,15 +309,22 @@ impl Default for FsOptions {
     }
 }
 
-/// What cleaning one segment of a victim did ([`Fs::clean_segment`]).
-struct SegmentCleaning {
-    /// Time in its phases.
+/// The host's share of cleaning one segment of a victim ([`Fs::plan_segment`]): the data
+/// blocks the host moves, as (victim address, file, block index), in address order, and the
+/// time taken to find them (the init phase).
+struct SegmentPlan {
     init: Nanos,
+    data: Vec<(BlkAddr, Ino, u64)>,
+}
+
+/// What the host's moves of one segment's blocks did ([`Fs::move_by_host`]).
+struct HostMoves {
+    /// Time in the read and write phases.
     read: Nanos,
     write: Nanos,
-    /// Blocks it moved (host writes and device copies).
+    /// Blocks moved.
     moved: u64,
-    /// The host's writes of the moved blocks, in flight.
+    /// Their writes, in flight.
     writes: Vec<zonelab_sim::JoinHandle<FsResult<()>>>,
 }
 
@@ -2741,30 +2748,47 @@ impl Fs {
         // The host's writes and the device's copies, in flight.
         let mut moves = Vec::new();
         let bps = layout.sb.blocks_per_seg;
+        // Under IZC, the blocks the host moves, segment by segment, once the device's copy
+        // is under way.
+        let mut host_plans = Vec::new();
         for s in 0..layout.sb.segs_per_zone {
-            let seg = self
-                .clean_segment(z, s * bps..(s + 1) * bps, in_storage)
+            let plan = self
+                .plan_segment(z, s * bps..(s + 1) * bps, in_storage)
                 .await?;
-            time.init += seg.init;
-            time.read += seg.read;
-            time.write += seg.write;
-            moved += seg.moved;
-            moves.extend(seg.writes);
+            time.init += plan.init;
+            if in_storage.is_some() {
+                host_plans.push(plan.data);
+            } else {
+                let m = self.move_by_host(plan.data).await?;
+                (time.read, time.write) = (time.read + m.read, time.write + m.write);
+                moved += m.moved;
+                moves.extend(m.writes);
+            }
         }
-        // IZC: the device copies what the host left (seed 000 §3.2.1 "Copy Offloading"), into
-        // one reserved region for the whole victim (a zone_compaction per destination zone it
-        // falls in). The paper's F2FS segment is the zone (§4; §4.4: "as the number of flash
-        // chips increased, the segment size also increased"), so CAB (§3.3.1) pairs source
-        // and destination chunks over the zone; with a 2 MiB segment's region, a chip holding
-        // more whole chunks than the region gives it copies the rest by read and program. The
-        // host does not wait for the copy before the checkpoint.
+        // IZC: the device copies what the host does not move (seed 000 §3.2.1 "Copy
+        // Offloading"), into one reserved region for the whole victim (a zone_compaction per
+        // destination zone it falls in). The paper's F2FS segment is the zone (§4; §4.4: "as
+        // the number of flash chips increased, the segment size also increased"), so CAB
+        // (§3.3.1) pairs source and destination chunks over the zone; with a 2 MiB segment's
+        // region, a chip holding more whole chunks than the region gives it copies the rest
+        // by read and program. The copy goes first and the host's writes follow while it
+        // runs, as the published ZNS+ F2FS's gc_data_segment sends a segment's
+        // zone_compaction without waiting (its phase 3) before it moves the blocks the host
+        // keeps (phase 4); the host does not wait for the copy before the checkpoint.
         let mut device_copied = 0;
         if let Some(c) = in_storage {
+            let by_host: BTreeSet<BlkAddr> = host_plans.iter().flatten().map(|d| d.0).collect();
             let t = self.inner.sim.now();
-            let (copy, n) = self.copy_in_device(z, temp, c).await?;
+            let (copy, n) = self.copy_in_device(z, temp, c, &by_host).await?;
             time.write += self.inner.sim.now() - t;
             device_copied = n;
             moves.push(copy);
+            for data in host_plans {
+                let m = self.move_by_host(data).await?;
+                (time.read, time.write) = (time.read + m.read, time.write + m.write);
+                moved += m.moved;
+                moves.extend(m.writes);
+            }
         }
         {
             let mut st = self.inner.st.borrow_mut();
@@ -2792,16 +2816,17 @@ impl Fs {
         }))
     }
 
-    /// Cleans the blocks `offs` (one segment) of victim zone `z`: reads the nodes it needs
-    /// ahead, then the data blocks the host copies that are not cached, and issues their
-    /// writes (node blocks are dirtied for the checkpoint); with `in_storage` (IZC) it leaves
-    /// the rest at the victim for the device ([`Fs::clean_zone`] offloads them).
-    async fn clean_segment(
+    /// Plans the cleaning of the blocks `offs` (one segment) of victim zone `z`: reads the
+    /// nodes it needs ahead, dirties its node blocks the host rewrites (the checkpoint writes
+    /// them), and lists the data blocks the host moves ([`Fs::move_by_host`]); with
+    /// `in_storage` (IZC) the host takes only the blocks it holds as the cached-page choice
+    /// says, and the device copies the rest ([`Fs::clean_zone`] offloads them).
+    async fn plan_segment(
         &self,
         z: u32,
         offs: std::ops::Range<u32>,
         in_storage: Option<InStorage>,
-    ) -> FsResult<SegmentCleaning> {
+    ) -> FsResult<SegmentPlan> {
         let t0 = self.inner.sim.now();
         let valid: Vec<(BlkAddr, Summary)> = {
             let st = self.inner.st.borrow();
@@ -2914,6 +2939,15 @@ impl Fs {
                 }
             }
         }
+        Ok(SegmentPlan {
+            init: self.inner.sim.now() - t0,
+            data,
+        })
+    }
+
+    /// Moves the data blocks of a segment's plan ([`Fs::plan_segment`]): reads those not in
+    /// the page cache, then issues their writes to the cold logs.
+    async fn move_by_host(&self, data: Vec<(BlkAddr, Ino, u64)>) -> FsResult<HostMoves> {
         let t_init = self.inner.sim.now();
         // Read phase: blocks not in the page cache, in address runs.
         debug_assert!(
@@ -2996,8 +3030,7 @@ impl Fs {
             writes.extend(self.issue_inode_pages(ino, Some(&idxs)).await?);
         }
         let t_write = self.inner.sim.now();
-        Ok(SegmentCleaning {
-            init: t_init - t0,
+        Ok(HostMoves {
             read: t_read - t_init,
             write: t_write - t_read,
             moved,
@@ -3026,9 +3059,10 @@ impl Fs {
     }
 
     /// IZC's copy offloading (seed 000 §3.2.1) of a data victim: every block still valid in
-    /// victim `z`, which the log `victim` wrote, except dirty nodes (the checkpoint writes
-    /// those; node blocks are here only in a zone no log has written since mount, whose kind
-    /// is not known), gets a destination in a log and is copied there by the device with one
+    /// victim `z`, which the log `victim` wrote, except those the host moves (`by_host`, the
+    /// cached-page choice) and dirty nodes (the checkpoint writes those; node blocks are here
+    /// only in a zone no log has written since mount, whose kind is not known), gets a
+    /// destination in a log and is copied there by the device with one
     /// zone_compaction per destination zone. Data blocks go where the host copy sends them:
     /// the hot data log holds the directories' blocks, which stay hot (F2FS's
     /// `__get_segment_type_6`; the published ZNS+ F2FS's `gc_data_segment` sends a hot
@@ -3043,6 +3077,7 @@ impl Fs {
         z: u32,
         victim: Temp,
         copy: InStorage,
+        by_host: &BTreeSet<BlkAddr>,
     ) -> FsResult<(zonelab_sim::JoinHandle<FsResult<()>>, u64)> {
         let offs = 0..self.inner.st.borrow().segs.layout.blocks_per_zone;
         loop {
@@ -3053,7 +3088,7 @@ impl Fs {
                 let layout = &st.segs.layout;
                 offs.clone()
                     .map(|off| layout.addr(z, off))
-                    .filter(|&a| st.segs.is_valid(a))
+                    .filter(|&a| st.segs.is_valid(a) && !by_host.contains(&a))
                     .filter(|&a| st.nat.entries[st.segs.owner(a).nid as usize].addr != a)
                     .map(|a| st.segs.owner(a).nid)
                     .filter(|&nid| st.nat.entries[nid as usize].ino != 0)
@@ -3075,7 +3110,7 @@ impl Fs {
         let mut node_src: Vec<(BlkAddr, Summary)> = Vec::new();
         for off in offs {
             let a = layout.addr(z, off);
-            if !st.segs.is_valid(a) {
+            if !st.segs.is_valid(a) || by_host.contains(&a) {
                 continue;
             }
             let sum = st.segs.owner(a);

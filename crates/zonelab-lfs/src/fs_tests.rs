@@ -2620,6 +2620,87 @@ fn host_cleaning_moves_blocks_in_victim_address_order() {
     });
 }
 
+/// IZC-H (seed 000 §3.2.1, §4.1): the device's copy of a victim is issued before the host
+/// writes the fully cached chunks it keeps, as the published ZNS+ F2FS's gc_data_segment sends
+/// a segment's zone_compaction (its phase 3) before it moves the host's blocks (phase 4); so
+/// in the cold data log the host's blocks follow the device's region.
+#[test]
+fn izc_h_issues_the_device_copy_before_the_hosts_writes() {
+    let (sim, stack) = small_device(PayloadMode::Fingerprint);
+    let s = sim.clone();
+    run(&sim, async move {
+        let copy = InStorage {
+            cached: CachedPages::Host,
+            allocation: Allocation::CopybackAware,
+        };
+        let fs = format_with(&s, &Devices::from(stack), Box::new(Izc { copy })).await;
+        let mut ino = std::collections::BTreeMap::new();
+        for name in ["u", "x", "c", "y"] {
+            ino.insert(
+                name,
+                fs.create(ROOT_INO, name, 0o644, 0, 0).await.unwrap().ino,
+            );
+        }
+        // A 512-block zone: u, then x pushing u's pages out of the 1 MiB cache, then c and
+        // y, which runs into the next zone (so the log leaves this one).
+        for (name, blocks) in [("u", 64), ("x", 256), ("c", 64), ("y", 160)] {
+            fs.write(ino[name], 0, OwnedData::Fingerprints(vec![7; blocks]))
+                .await
+                .unwrap();
+            fs.sync().await.unwrap();
+        }
+        fs.unlink(ROOT_INO, "x").await.unwrap();
+        fs.unlink(ROOT_INO, "y").await.unwrap();
+        fs.read(ino["c"], 0, 64 * 4096).await.unwrap();
+        fs.sync().await.unwrap();
+        let addrs = |name: &'static str| {
+            let fs = fs.clone();
+            let ino = ino[name];
+            async move {
+                let mut v = Vec::new();
+                for idx in 0..64 {
+                    v.push(fs.block_addr(ino, idx).await.unwrap());
+                }
+                v
+            }
+        };
+        {
+            let st = fs.inner.st.borrow();
+            assert!((0..64).all(|i| st.cache.has_page(ino["c"], i)), "c cached");
+            assert!(
+                (0..64).all(|i| !st.cache.has_page(ino["u"], i)),
+                "u not cached"
+            );
+        }
+        let (u0, c0) = (addrs("u").await, addrs("c").await);
+        assert!(fs.clean_one(true).await.unwrap(), "a zone to clean");
+        let (u1, c1) = (addrs("u").await, addrs("c").await);
+        let event = fs.gc_log(0);
+        let event = event.iter().find_map(GcEvent::compaction).expect("logged");
+        assert_eq!(
+            (event.moved_blocks, event.device_copied_blocks),
+            (128, 64),
+            "u by the device, c by the host"
+        );
+        assert!(
+            u0.iter()
+                .chain(&c0)
+                .all(|a| !u1.contains(a) && !c1.contains(a))
+        );
+        let zone = |a: &u32| fs.inner.st.borrow().segs.layout.locate(*a).map(|l| l.0);
+        assert!(
+            u1.iter().chain(&c1).all(|a| zone(a) == zone(&u1[0])),
+            "one destination zone: {u1:?} {c1:?}"
+        );
+        assert!(
+            u1.iter().max() < c1.iter().min(),
+            "the device's region first, then the host's writes: {u1:?} {c1:?}"
+        );
+        let problems = fs.check().await.unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+    });
+}
+
 /// With threaded logging, foreground cleaning waits until half the reserve is left, as the
 /// published ZNS+ F2FS's `has_not_enough_free_secs` (logs weigh threaded logging above that);
 /// without it, cleaning keeps the whole reserve free. Small reserves keep three zones.
