@@ -328,6 +328,22 @@ struct HostMoves {
     writes: Vec<zonelab_sim::JoinHandle<FsResult<()>>>,
 }
 
+impl HostMoves {
+    /// Adds these moves to a victim's phase times, its count of moved blocks and its moves
+    /// in flight.
+    fn count_in(
+        self,
+        time: &mut CompactionTime,
+        moved: &mut u64,
+        moves: &mut Vec<zonelab_sim::JoinHandle<FsResult<()>>>,
+    ) {
+        time.read += self.read;
+        time.write += self.write;
+        *moved += self.moved;
+        moves.extend(self.writes);
+    }
+}
+
 /// A victim [`Fs::clean_zone`] has cleaned: prefree until a checkpoint makes its moves
 /// durable ([`Fs::checkpoint_cleaned`]).
 struct Cleaned {
@@ -2760,9 +2776,7 @@ impl Fs {
                 host_plans.push(plan.data);
             } else {
                 let m = self.move_by_host(plan.data).await?;
-                (time.read, time.write) = (time.read + m.read, time.write + m.write);
-                moved += m.moved;
-                moves.extend(m.writes);
+                m.count_in(&mut time, &mut moved, &mut moves);
             }
         }
         // IZC: the device copies what the host does not move (seed 000 §3.2.1 "Copy
@@ -2785,9 +2799,7 @@ impl Fs {
             moves.push(copy);
             for data in host_plans {
                 let m = self.move_by_host(data).await?;
-                (time.read, time.write) = (time.read + m.read, time.write + m.write);
-                moved += m.moved;
-                moves.extend(m.writes);
+                m.count_in(&mut time, &mut moved, &mut moves);
             }
         }
         {
