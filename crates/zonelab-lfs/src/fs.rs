@@ -3070,20 +3070,18 @@ impl Fs {
         Ok(())
     }
 
-    /// IZC's copy offloading (seed 000 §3.2.1) of a data victim: every block still valid in
-    /// victim `z`, which the log `victim` wrote, except those the host moves (`by_host`, the
-    /// cached-page choice) and dirty nodes (the checkpoint writes those; node blocks are here
-    /// only in a zone no log has written since mount, whose kind is not known), gets a
-    /// destination in a log and is copied there by the device with one
-    /// zone_compaction per destination zone. Data blocks go where the host copy sends them:
-    /// the hot data log holds the directories' blocks, which stay hot (F2FS's
-    /// `__get_segment_type_6`; the published ZNS+ F2FS's `gc_data_segment` sends a hot
-    /// victim's blocks to the hot log), the rest to the cold data log (§2.2: "cold blocks in
-    /// the hot and warm segments are moved into the cold segments"); node blocks go to the
-    /// cold node log. A destination log that threads gives sparse destinations, which
-    /// zone_compaction takes (§3.2.1). Node pointers and NAT entries are repointed at once
-    /// (the copy is readable as soon as the device's write pointer passes it). Returns the
-    /// copy's handle and its block count.
+    /// IZC's copy offloading (seed 000 §3.2.1) of a data victim: every block still valid in victim
+    /// `z`, which the log `victim` wrote, except those the host moves (`by_host`, the cached-page
+    /// choice) and dirty nodes (the checkpoint writes those; node blocks are here only in a zone no
+    /// log has written since mount, whose kind is not known), gets a destination in a log and is
+    /// copied there by the device with one zone_compaction per destination zone. Data blocks go
+    /// where the host copy sends them: the hot data log holds the directories' blocks, which stay
+    /// hot (F2FS's `__get_segment_type_6`; the published ZNS+ F2FS's `gc_data_segment` sends a hot
+    /// victim's blocks to the hot log), the rest to the cold data log (§2.2: "cold blocks in the
+    /// hot and warm segments are moved into the cold segments"); node blocks go to the cold node
+    /// log. A destination log that threads gives sparse destinations, which zone_compaction takes
+    /// (§3.2.1). Node pointers and NAT entries are repointed at once (the copy is readable as soon
+    /// as the device's write pointer passes it). Returns the copy's handle and its block count.
     async fn copy_in_device(
         &self,
         z: u32,
