@@ -2574,6 +2574,34 @@ fn cleaning_finds_the_summary_blocks_a_checkpoint_wrote_in_the_cache() {
     });
 }
 
+/// Creates empty files `names` in the root; returns their inodes by name.
+async fn create_named(
+    fs: &Fs,
+    names: &[&'static str],
+) -> std::collections::BTreeMap<&'static str, Ino> {
+    let mut ino = std::collections::BTreeMap::new();
+    for &name in names {
+        let a = fs.create(ROOT_INO, name, 0o644, 0, 0).await.unwrap();
+        ino.insert(name, a.ino);
+    }
+    ino
+}
+
+/// Writes each (file, blocks) in turn from offset 0, syncing after each, so the files lie in
+/// the data log in that order.
+async fn write_in_turn(
+    fs: &Fs,
+    ino: &std::collections::BTreeMap<&'static str, Ino>,
+    files: &[(&'static str, usize)],
+) {
+    for &(name, blocks) in files {
+        fs.write(ino[name], 0, OwnedData::Fingerprints(vec![7; blocks]))
+            .await
+            .unwrap();
+        fs.sync().await.unwrap();
+    }
+}
+
 /// Host cleaning writes a victim's survivors in the order of their victim addresses, as
 /// F2FS's gc_data_segment moves them block after block, not file by file in inode order.
 #[test]
@@ -2583,20 +2611,9 @@ fn host_cleaning_moves_blocks_in_victim_address_order() {
     run(&sim, async move {
         let fs = format(&s, &Devices::from(stack)).await;
         // a has the lower inode number, but b's blocks come first in the zone.
-        let mut ino = std::collections::BTreeMap::new();
-        for name in ["a", "b", "x", "y"] {
-            ino.insert(
-                name,
-                fs.create(ROOT_INO, name, 0o644, 0, 0).await.unwrap().ino,
-            );
-        }
+        let ino = create_named(&fs, &["a", "b", "x", "y"]).await;
         assert!(ino["a"] < ino["b"]);
-        for (name, blocks) in [("x", 256), ("b", 64), ("a", 64), ("y", 256)] {
-            fs.write(ino[name], 0, OwnedData::Fingerprints(vec![7; blocks]))
-                .await
-                .unwrap();
-            fs.sync().await.unwrap();
-        }
+        write_in_turn(&fs, &ino, &[("x", 256), ("b", 64), ("a", 64), ("y", 256)]).await;
         let before = (
             fs.block_addr(ino["a"], 0).await.unwrap(),
             fs.block_addr(ino["b"], 0).await.unwrap(),
@@ -2634,21 +2651,10 @@ fn izc_h_issues_the_device_copy_before_the_hosts_writes() {
             allocation: Allocation::CopybackAware,
         };
         let fs = format_with(&s, &Devices::from(stack), Box::new(Izc { copy })).await;
-        let mut ino = std::collections::BTreeMap::new();
-        for name in ["u", "x", "c", "y"] {
-            ino.insert(
-                name,
-                fs.create(ROOT_INO, name, 0o644, 0, 0).await.unwrap().ino,
-            );
-        }
+        let ino = create_named(&fs, &["u", "x", "c", "y"]).await;
         // A 512-block zone: u, then x pushing u's pages out of the 1 MiB cache, then c and
         // y, which runs into the next zone (so the log leaves this one).
-        for (name, blocks) in [("u", 64), ("x", 256), ("c", 64), ("y", 160)] {
-            fs.write(ino[name], 0, OwnedData::Fingerprints(vec![7; blocks]))
-                .await
-                .unwrap();
-            fs.sync().await.unwrap();
-        }
+        write_in_turn(&fs, &ino, &[("u", 64), ("x", 256), ("c", 64), ("y", 160)]).await;
         fs.unlink(ROOT_INO, "x").await.unwrap();
         fs.unlink(ROOT_INO, "y").await.unwrap();
         fs.read(ino["c"], 0, 64 * 4096).await.unwrap();
