@@ -688,8 +688,9 @@ impl ZonedDevice {
                     let (ready, end) = self.run_copy(now, at, base, zone, c, &op);
                     if let Some(end) = end {
                         self.note_copy_durable(zone, c, end);
-                        last = last.max(end);
                     }
+                    // A chunk left in the buffer is done when its data is in.
+                    last = last.max(end.unwrap_or(ready));
                     Some(ready)
                 }
             };
@@ -918,9 +919,8 @@ impl ZonedDevice {
                 .get_mut(&ticket)
                 .expect("a queued operation with a ticket belongs to a pending command");
             p.left -= 1;
-            if let Some(end) = end {
-                p.done = p.done.max(end);
-            }
+            // A chunk left in the buffer is done when its data is in.
+            p.done = p.done.max(end.unwrap_or(ready));
         }
     }
 
@@ -1224,7 +1224,8 @@ impl ZonedDevice {
     /// write pointer: Zone Invalid Write; and the write errors of the destination zones (Zone Is
     /// Full, Zone Boundary Error, Too Many Active/Open Zones, ...).
     ///
-    /// The command completes when its last copy is programmed; it is asynchronous for the host
+    /// The command completes when its last copy is programmed (or, for a chunk it leaves
+    /// partly filled in the write buffer, read into it); it is asynchronous for the host
     /// (other commands do not wait for it) and only blocks reads of its own destinations until
     /// the write pointer has passed them.
     pub fn zone_compaction(
@@ -2352,6 +2353,45 @@ mod tests {
         let got: Vec<u64> = (64..72).map(|l| fp_of(&mut d, c.done, l)).collect();
         assert_eq!(got, (0..8).map(|k| fp(1000 + k)).collect::<Vec<_>>());
         d.validate_loaded().unwrap();
+    }
+
+    /// A copy that leaves its destination chunk partly filled stays in the write buffer, but
+    /// the command completes only once the source data is read into it: the host may reset
+    /// the source zone after the completion.
+    #[test]
+    fn a_copy_into_a_partial_chunk_completes_once_its_data_is_read() {
+        for tl_open in [false, true] {
+            let mut d = small(&[]);
+            fill(&mut d, 0, 1000, Nanos(0));
+            let mut t = LATER;
+            if tl_open {
+                // Zone 1 full, then TL_opened with every block invalid: the copy's path
+                // through a TL-opened zone (not queued).
+                t = fill(&mut d, 1, 2000, t) + LATER;
+                let c = d.tl_open(
+                    t,
+                    t,
+                    &[TlOpenZone {
+                        zslba: Lba(64),
+                        valid: vec![false; 64],
+                    }],
+                );
+                assert!(c.status.is_ok(), "{:?}", c.status);
+                t = c.done;
+            }
+            let c = compact(&mut d, t, &lbas(8..10), &lbas(64..66));
+            assert!(c.status.is_ok(), "{:?}", c.status);
+            assert_eq!(d.znsplus_counters().readprogram_copies, 1);
+            let read = d.flash.timing().read;
+            assert!(
+                c.done >= t + read,
+                "TL-opened {tl_open}: completed {} after submission, before its read ({read})",
+                c.done - t
+            );
+            let got: Vec<u64> = (64..66).map(|l| fp_of(&mut d, c.done, l)).collect();
+            assert_eq!(got, vec![fp(1008), fp(1009)]);
+            d.validate_loaded().unwrap();
+        }
     }
 
     #[test]

@@ -184,9 +184,10 @@ impl VictimKind {
 /// plugged in its place if that survives; so beta is how much more often a zone's cold
 /// blocks (valid at its last two TL_opens) are still valid at the next one than the blocks
 /// the log wrote into its holes since the open before, and 0 when they are no colder. A
-/// workload whose blocks die at random (fileserver) then predicts no benefit; one whose
+/// workload whose blocks die at random whatever their age then predicts no benefit; one whose
 /// writes are largely short-lived among long-lived data (OLTP: doublewrite and redo among
-/// table pages) does.
+/// table pages) does, and so does fileserver, whose files filebench deletes in rotation
+/// (beta 0.3 to 0.6: docs/zns-plus-reproduction.md, "Table 5").
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hsr {
     /// In-device copy of one block (f_copy per block): a copyback of its chunk, per block.
