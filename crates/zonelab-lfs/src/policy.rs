@@ -186,8 +186,8 @@ impl VictimKind {
 /// the log wrote into its holes since the open before, and 0 when they are no colder. A
 /// workload whose blocks die at random whatever their age then predicts no benefit; one whose
 /// writes are largely short-lived among long-lived data (OLTP: doublewrite and redo among
-/// table pages) does, and so does fileserver, whose files filebench deletes in rotation
-/// (beta 0.3 to 0.6: docs/zns-plus-reproduction.md, "Table 5").
+/// table pages) does, and so can fileserver, whose files filebench deletes in rotation (beta
+/// from 0 to 0.6 by the file system's size: docs/zns-plus-reproduction.md, "Table 5").
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hsr {
     /// In-device copy of one block (f_copy per block): a copyback of its chunk, per block.
