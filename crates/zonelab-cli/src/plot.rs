@@ -77,6 +77,8 @@ const TEXT: RGBColor = RGBColor(30, 30, 30);
 const MARKER_MAX_POINTS: usize = 60;
 /// Bars get their value written at their end when there are at most this many.
 const BAR_LABEL_MAX_BARS: usize = 32;
+/// The sizes a bar's value is written in, the first that fits.
+const BAR_LABEL_SIZES: [f64; 2] = [12.0, 10.0];
 
 fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
@@ -231,6 +233,18 @@ fn title_and_legend<'a>(
 
 /// Axis numbers: short, no float noise ("0.30000000000000004"), exponents for the extremes.
 fn fmt_num(v: f64) -> String {
+    fmt_significant(v, 4)
+}
+
+/// A bar's value written at its end: three significant digits, as a bar is read to a few
+/// percent and shorter labels fit more bars.
+fn fmt_bar_value(v: f64) -> String {
+    fmt_significant(v, 3)
+}
+
+/// About `digits` significant digits, trailing zeros trimmed; exponents below 1e-3 and from
+/// 1e7.
+fn fmt_significant(v: f64, digits: i32) -> String {
     if v == 0.0 {
         return "0".into();
     }
@@ -249,14 +263,43 @@ fn fmt_num(v: f64) -> String {
             None => s,
         };
     }
-    // About 4 significant digits, trailing zeros trimmed.
-    let decimals = (3 - a.log10().floor() as i32).clamp(0, 6) as usize;
+    let decimals = (digits - 1 - a.log10().floor() as i32).clamp(0, 6) as usize;
     let s = format!("{v:.decimals$}");
     if s.contains('.') {
         s.trim_end_matches('0').trim_end_matches('.').to_string()
     } else {
         s
     }
+}
+
+/// A box in pixels: left, top, right, bottom (exclusive).
+type PixelBox = (i32, i32, i32, i32);
+
+fn boxes_overlap(a: PixelBox, b: PixelBox) -> bool {
+    a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+}
+
+/// Where to draw each of the `labels`, taken in order, each given as the boxes it would take
+/// in the sizes to try: the first of them that overlaps none of the `obstacles` and none of
+/// the labels placed before it, or none. A value label wider than its bar may reach over its
+/// neighbours' while they are lower, but never covers another bar or label.
+fn labels_that_fit(labels: &[Vec<PixelBox>], obstacles: &[PixelBox]) -> Vec<Option<usize>> {
+    let mut drawn: Vec<PixelBox> = Vec::new();
+    labels
+        .iter()
+        .map(|tries| {
+            let place = tries.iter().position(|&l| {
+                !obstacles
+                    .iter()
+                    .chain(drawn.iter())
+                    .any(|&o| boxes_overlap(l, o))
+            });
+            if let Some(k) = place {
+                drawn.push(tries[k]);
+            }
+            place
+        })
+        .collect()
 }
 
 /// `lo..=hi` padded by 5% on each side (or around a single value); `(0, 1)` if unusable.
@@ -576,11 +619,16 @@ fn draw_bars(
 
     let bar_w = 0.8 / m as f64;
     let bars = series.len() * n;
-    let (plot_w, _) = chart.plotting_area().dim_in_pixel();
-    let bar_px = plot_w as f64 / n.max(1) as f64 * bar_w;
-    // Values sit just beyond the end of their bar: above it, or below it when negative.
-    let above = font(12.0).pos(Pos::new(HPos::Center, VPos::Bottom));
-    let below = font(12.0).pos(Pos::new(HPos::Center, VPos::Top));
+    // Values sit just beyond the end of their bar: above it, or below it when negative; in
+    // the smaller size where the larger would cover a neighbour.
+    let sizes = BAR_LABEL_SIZES.map(|size| {
+        (
+            font(size).pos(Pos::new(HPos::Center, VPos::Bottom)),
+            font(size).pos(Pos::new(HPos::Center, VPos::Top)),
+        )
+    });
+    let mut bar_boxes = Vec::new();
+    let mut labels = Vec::new();
     for j in 0..series.len() {
         let c = colour(j);
         for i in 0..n {
@@ -591,17 +639,36 @@ fn draw_bars(
                 [(left, 0.0), (right, v)],
                 c.filled(),
             )))?;
+            let (x0, y0) = chart.backend_coord(&(left, v));
+            let (x1, y1) = chart.backend_coord(&(right, 0.0));
+            bar_boxes.push((x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)));
             if bars <= BAR_LABEL_MAX_BARS {
-                let text = fmt_num(v);
-                let (style, dy) = if v < 0.0 { (&below, 3) } else { (&above, -3) };
-                let (tw, _) = area.estimate_text_size(&text, style)?;
-                if f64::from(tw) <= bar_px + 6.0 {
-                    chart.draw_series(std::iter::once(
-                        EmptyElement::at(((left + right) / 2.0, v))
-                            + Text::new(text, (0, dy), style.clone()),
-                    ))?;
+                let text = fmt_bar_value(v);
+                let dy = if v < 0.0 { 3 } else { -3 };
+                let mut places = Vec::new();
+                for (above, below) in &sizes {
+                    let style = if v < 0.0 { below } else { above };
+                    let (tw, th) = area.estimate_text_size(&text, style)?;
+                    let (tw, th) = (tw as i32, th as i32);
+                    let x = (x0 + x1) / 2 - tw / 2;
+                    let top = if v < 0.0 { y0 + dy } else { y0 + dy - th };
+                    places.push(((x, top, x + tw, top + th), style));
                 }
+                labels.push(((left + right) / 2.0, v, text, dy, places));
             }
+        }
+    }
+    let boxes: Vec<Vec<PixelBox>> = labels
+        .iter()
+        .map(|l| l.4.iter().map(|p| p.0).collect())
+        .collect();
+    for (place, (x, v, text, dy, places)) in
+        labels_that_fit(&boxes, &bar_boxes).into_iter().zip(labels)
+    {
+        if let Some(k) = place {
+            chart.draw_series(std::iter::once(
+                EmptyElement::at((x, v)) + Text::new(text, (0, dy), places[k].1.clone()),
+            ))?;
         }
     }
     Ok(())
@@ -736,6 +803,49 @@ mod tests {
             ],
         );
         render_twice(&chart, "bars");
+    }
+
+    #[test]
+    fn bar_values_take_three_significant_digits() {
+        assert_eq!(fmt_bar_value(57.0834), "57.1");
+        assert_eq!(fmt_bar_value(94.8), "94.8");
+        assert_eq!(fmt_bar_value(1.4649), "1.46");
+        assert_eq!(fmt_bar_value(242.44), "242");
+        assert_eq!(fmt_bar_value(-0.5), "-0.5");
+        assert_eq!(fmt_bar_value(12_345.0), "12345");
+        assert_eq!(fmt_num(57.0834), "57.08", "axes keep four");
+    }
+
+    #[test]
+    fn a_label_takes_the_first_size_that_covers_no_bar_and_no_earlier_label() {
+        // Two bars side by side, 10 px wide; labels 16 px wide (or 10 px in the smaller size)
+        // centred over each.
+        let low_bar = (0, 50, 10, 100);
+        let high_bar = (10, 20, 20, 100);
+        let over_low = vec![(-3, 35, 13, 47), (0, 38, 10, 47)];
+        let over_high = vec![(7, 5, 23, 17), (10, 8, 20, 17)];
+        // The low bar's label would reach into the high bar in the larger size, not in the
+        // smaller; the high bar's is clear.
+        assert_eq!(
+            labels_that_fit(&[over_low.clone(), over_high], &[low_bar, high_bar]),
+            vec![Some(1), Some(0)]
+        );
+        // Bars of equal height: the first label takes the larger size, and the second would
+        // cover it in either.
+        let twin = (10, 50, 20, 100);
+        let over_twin = vec![(7, 35, 23, 47), (10, 38, 20, 47)];
+        assert_eq!(
+            labels_that_fit(&[over_low.clone(), over_twin], &[low_bar, twin]),
+            vec![Some(0), None]
+        );
+        // A label that fits in no size is left out.
+        let tall = (10, 0, 20, 100);
+        let over_tall = vec![(7, -15, 23, -3), (10, -12, 20, -3)];
+        let wide = vec![(-8, 35, 18, 47), (-6, 38, 16, 47)];
+        assert_eq!(
+            labels_that_fit(&[wide, over_tall], &[low_bar, tall]),
+            vec![None, Some(0)]
+        );
     }
 
     #[test]
