@@ -272,6 +272,10 @@ struct Spare {
 /// the data log they go to and in the cold node log, and one more is left for the logs.
 const CLEANER_FREE_ZONES: usize = 3;
 
+/// Percent of the NAT's entries freed since the last checkpoint at which a call that writes
+/// checkpoints first, so the freed node IDs can be reused (F2FS's DEF_DIRTY_NAT_RATIO_THRESHOLD).
+const DIRTY_NAT_RATIO_PERCENT: u64 = 10;
+
 /// Foreground cleaning runs while fewer zones than this are free (`reserved` zones in
 /// reserve). As in the published ZNS+ F2FS (`has_not_enough_free_secs`, kernel/fs/f2fs/
 /// segment.h), at most the reserve is left free without threaded logging, and half of it with
@@ -1442,6 +1446,22 @@ impl Fs {
                             pre_invalid_blocks: pre_invalid,
                         }));
                 }
+            }
+        }
+        // A freed node ID is reused only once a checkpoint has recorded it free, so churn of
+        // short-lived files between checkpoints (a page cache that never needs writing back)
+        // would use up the NAT and fail creates with ENOSPC on a file system with room. F2FS
+        // checkpoints when a tenth of the NAT entries are dirty (f2fs_balance_fs_bg,
+        // excess_dirty_nats, DEF_DIRTY_NAT_RATIO_THRESHOLD); here when a tenth are freed.
+        let nids_pending = |fs: &Fs| {
+            let st = fs.inner.st.borrow();
+            st.nat.pending_free.len() as u64 * 100
+                >= st.nat.entries.len() as u64 * DIRTY_NAT_RATIO_PERCENT
+        };
+        if nids_pending(self) {
+            let _gc = self.inner.gc_lock.lock().await;
+            if nids_pending(self) {
+                self.checkpoint().await?;
             }
         }
         self.clean_if_short().await?;

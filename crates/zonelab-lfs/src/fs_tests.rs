@@ -3028,3 +3028,57 @@ mod copyback_aware_allocation {
         }
     }
 }
+
+/// Node IDs freed by deletes come back only with a checkpoint: with a page cache that never
+/// writes back (nothing else checkpoints), creating and deleting many more files than the NAT
+/// holds still succeeds, while as many files kept alive run out of node IDs (ENOSPC).
+#[test]
+fn freed_node_ids_come_back_by_a_checkpoint_before_the_nat_runs_out() {
+    let (sim, stack) = small_device(PayloadMode::Fingerprint);
+    let s = sim.clone();
+    run(&sim, async move {
+        let opts = FsOptions {
+            cache_bytes: 64 << 20,
+            dirty_background_ratio: 0.9,
+            dirty_ratio: 0.95,
+            ..opts()
+        };
+        // The smallest NAT: 1,024 node IDs and a little more.
+        let format = FormatOptions {
+            blocks_per_nid: u32::MAX,
+            ..FormatOptions::default()
+        };
+        let fs = Fs::mkfs(s.clone(), stack.clone(), format, opts, Box::new(F2fs))
+            .await
+            .expect("mkfs");
+        let nids = fs.inner.st.borrow().nat.entries.len();
+        assert!(nids < 2048, "{nids} node IDs");
+        let before = fs.stats().checkpoints;
+        for f in 0..3 * nids {
+            let a = fs
+                .create(ROOT_INO, &format!("f{f}"), 0o644, 0, 0)
+                .await
+                .unwrap_or_else(|e| panic!("create {f} of {nids}: {e}"));
+            fs.write(a.ino, 0, OwnedData::Fingerprints(vec![f as u64]))
+                .await
+                .unwrap();
+            fs.unlink(ROOT_INO, &format!("f{f}")).await.unwrap();
+        }
+        let taken = fs.stats().checkpoints - before;
+        assert!(
+            (3..=40).contains(&taken),
+            "{taken} checkpoints for {} node IDs freed",
+            3 * nids
+        );
+        // Kept alive, the files do use the node IDs up.
+        let mut kept = 0;
+        let err = loop {
+            match fs.create(ROOT_INO, &format!("k{kept}"), 0o644, 0, 0).await {
+                Ok(_) => kept += 1,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(err, FsError::NoSpace);
+        assert!(kept + 16 > nids && kept < nids, "{kept} of {nids}");
+    });
+}
