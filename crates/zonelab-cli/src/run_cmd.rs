@@ -14,13 +14,13 @@ use std::time::Instant;
 use zonelab_cli::experiment::{Plan, parse_experiment};
 use zonelab_device::{HostStack, IoEngine, Namespace};
 use zonelab_flash::BUSY_BUCKET;
-use zonelab_lfs::FileSystem;
 use zonelab_lfs::dev::Devices;
 use zonelab_lfs::fs::{Fs, FsStats};
 use zonelab_lfs::gc_log::GcEvent;
 use zonelab_lfs::policy::{HsrProfile, VictimKind};
+use zonelab_lfs::{FileSystem, FsError};
 use zonelab_sim::{Nanos, Sim};
-use zonelab_workload::fs::{MeasureHook, WarmGate};
+use zonelab_workload::fs::{FsWorkloadError, MeasureHook, WarmGate};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -477,8 +477,17 @@ fn execute_with(text: &str, origin: &str, sets: &[String], spinner: bool) -> Res
             drop(c);
             dn.set(true);
             // A workload's own error (bad parameters, a mismatch) keeps its message: it is not
-            // the device's.
-            let report = report?;
+            // the device's. A full file system is the experiment's sizing: say what to change.
+            let report = report.map_err(|e| match e {
+                FsWorkloadError::Fs {
+                    err: FsError::NoSpace,
+                    ..
+                } => anyhow!(
+                    "{e}: the workload outgrew the file system; lower fs.utilization or the \
+                     workload's sizes (workload.params)"
+                ),
+                e => anyhow!(e),
+            })?;
             fs.sync().await?;
             let problems = fs.check().await?;
             Ok::<_, anyhow::Error>((report, end, problems, fs.statfs()))

@@ -128,6 +128,8 @@ fn the_block_layer_scheduler_is_the_experiments_choice() {
 fn bad_experiments_are_explained() {
     let exp = experiment();
     let exp = exp.to_str().unwrap();
+    let tpcc = experiment().with_file_name("tpcc-small.toml");
+    let tpcc = tpcc.to_str().unwrap();
     let out = temp("bad.json");
     let out = out.to_str().unwrap();
     // The same experiment measured by operations instead of time.
@@ -143,7 +145,7 @@ fn bad_experiments_are_explained() {
     .unwrap();
     let no_duration = by_ops.to_str().unwrap();
     // The arguments after `run`, and what the error must say.
-    let cases: [(&[&str], &str); 19] = [
+    let cases: [(&[&str], &str); 20] = [
         (
             &[exp, "-o", out, "--set", "fs.policy=nonsense"],
             "unknown policy",
@@ -219,6 +221,12 @@ fn bad_experiments_are_explained() {
         (
             &[exp, "--set", "workload.threads=0"],
             "error: threads = 0: use 1 to 4096 simulated threads",
+        ),
+        // A data set that fills the file system: what to change.
+        (
+            &[tpcc, "--set", "fs.utilization=1.0"],
+            "no space left on the file system: the workload outgrew the file system; lower \
+             fs.utilization",
         ),
         // The run's times read as fio's: minutes and hours too.
         (
