@@ -708,3 +708,58 @@ fn znsplus_commands_copy_plug_and_refuse_bad_ranges() {
     let want = [&data[..40 * LBA], &new[..]].concat();
     assert_eq!(o.stdout, want);
 }
+
+/// A media failure on a TL_opened zone: read-only, its data reads back and writes, finish and
+/// close are refused without a crash; offline, it reads as offline.
+#[test]
+fn a_tl_opened_zone_survives_a_media_failure() {
+    let dir = TempDir::new("tl-failure");
+    let img = create(
+        &dir,
+        &[
+            "channels=2",
+            "chips_per_channel=2",
+            "pages_per_block=4",
+            "blocks_per_plane=12",
+            "zone_dies=4",
+            "zone_size=256KiB",
+        ],
+    );
+    let s = img.to_str().unwrap();
+    let data = blocks(64, 3);
+    let d = data_file(&dir, "zone0.bin", &data);
+    ok(&["zns", "write", s, "-s", "0", "-d", &d]);
+    ok(&["zns", "tl-open", s, "-s", "0", "--valid", "0+32,50+4"]);
+    let new = blocks(4, 9);
+    let d2 = data_file(&dir, "new.bin", &new);
+    ok(&["zns", "write", s, "-s", "40", "-d", &d2]);
+    ok(&["zns", "inject", s, "--zone", "0", "--state", "read-only"]);
+    let o = zonelab(&["zns", "read", s, "-s", "0", "--nlb", "44"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(o.stdout, [&data[..40 * LBA], &new[..]].concat());
+    let o = zonelab(&["zns", "read", s, "-s", "50", "--nlb", "4"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(
+        o.stdout,
+        &data[50 * LBA..54 * LBA],
+        "valid blocks past the write pointer"
+    );
+    nvme_fails(
+        &img,
+        &["zns", "write", s, "-s", "44", "-d", &d2],
+        "Zone Is Read Only",
+    );
+    nvme_fails(
+        &img,
+        &["zns", "finish-zone", s, "-s", "0"],
+        "Invalid Zone State Transition",
+    );
+    ok(&["zns", "zone-mgmt-send", s, "-a", "-z", "close"]);
+    assert_eq!(zone_field(&report_json(s, &[]), 0, "state"), "READONLY");
+    ok(&["zns", "offline-zone", s, "-s", "0"]);
+    nvme_fails(
+        &img,
+        &["zns", "read", s, "-s", "50", "--nlb", "1"],
+        "Zone Is Offline",
+    );
+}

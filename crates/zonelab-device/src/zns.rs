@@ -965,6 +965,8 @@ impl ZonedDevice {
         }
         if !self.plus.tl.is_empty() && matches!(action, ZoneAction::Close | ZoneAction::Finish) {
             // ZNS+: closing a TL_opened zone completes it (seed 000 §3.2.2).
+            // A TL_opened zone a media failure made Read Only is left to the state machine,
+            // which refuses to close or finish it.
             let tl_zones: Vec<u32> = if select_all {
                 self.plus.tl.keys().copied().collect()
             } else {
@@ -972,7 +974,10 @@ impl ZonedDevice {
                     Ok(z) if self.zones.zone(z).start == zslba && self.is_tl_open(z) => vec![z.0],
                     _ => Vec::new(),
                 }
-            };
+            }
+            .into_iter()
+            .filter(|&z| self.zones.zone(ZoneId(z)).state != ZoneState::ReadOnly)
+            .collect();
             if !tl_zones.is_empty() {
                 let t = self.firmware.run(now, at, c.finish_cost.0);
                 let mut done = t;
@@ -1068,6 +1073,7 @@ impl ZonedDevice {
                 if !noop && action == ZoneAction::Close {
                     self.counters.zone_closes += 1;
                 }
+                self.tl_zone_offline(zone.0);
                 let t = self.firmware.run(now, at, cost);
                 (t, t)
             }
@@ -1399,7 +1405,9 @@ impl ZonedDevice {
                 ));
             }
         };
-        r.map(|_| ()).map_err(|e| e.to_string())
+        r.map_err(|e| e.to_string())?;
+        self.tl_zone_offline(zone.0);
+        Ok(())
     }
 }
 

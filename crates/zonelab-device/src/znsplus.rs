@@ -1765,6 +1765,9 @@ impl ZonedDevice {
             return Ok(());
         };
         let z = self.zones.zone(id);
+        if z.state == ZoneState::ReadOnly {
+            return Err(NvmeStatus::ZoneIsReadOnly);
+        }
         let wp_off = z.wp.0 - z.start.0;
         let off = if append { wp_off } else { slba.0 - z.start.0 };
         if append && slba != z.start {
@@ -1840,9 +1843,30 @@ impl ZonedDevice {
     /// as done once the command that fills the zone is submitted: the zone's data survives a
     /// power loss from then on (the original blocks it replaces are gone).
     pub(crate) fn tl_complete_if_full(&mut self, zone: u32) {
-        if self.zones.zone(ZoneId(zone)).state == ZoneState::Full
-            && let Some(tl) = self.plus.tl.remove(&zone)
+        if self.zones.zone(ZoneId(zone)).state == ZoneState::Full {
+            self.tl_end(zone);
+        }
+    }
+
+    /// A TL_opened zone a media failure took offline (at once, or by the Offline action from
+    /// Read Only) has lost its data: its threaded logging ends and the original FBG is freed.
+    /// A Read Only one keeps its state, as its valid blocks past the write pointer still lie
+    /// in the original FBG where reads find them; it is plugged and written no more.
+    pub(crate) fn tl_zone_offline(&mut self, zone: u32) {
+        if self.zones.zone(ZoneId(zone)).state == ZoneState::Offline
+            && self.is_tl_open(ZoneId(zone))
         {
+            self.tl_end(zone);
+            // The original data past the write pointer went with it.
+            self.data
+                .truncate(zone, self.progress[zone as usize].written);
+        }
+    }
+
+    /// Ends threaded logging of `zone`, if it is TL_opened: the LogFBG is the zone's FBG from
+    /// now on and the original FBG is freed.
+    fn tl_end(&mut self, zone: u32) {
+        if let Some(tl) = self.plus.tl.remove(&zone) {
             self.durability.seq.forget(zone);
             if let Some(orig) = tl.orig_fbg {
                 self.map.release_fbg(zone, orig);
@@ -2008,7 +2032,14 @@ impl ZonedDevice {
         let since = self.plus.last_pass.min(now);
         self.pump_copies(now, since);
         if !self.plus.tl.is_empty() && self.profile.znsplus.plugging == Plugging::Ppa {
-            let zones: Vec<u32> = self.plus.tl.keys().copied().collect();
+            // Not into a zone a media failure made Read Only.
+            let zones: Vec<u32> = self
+                .plus
+                .tl
+                .keys()
+                .copied()
+                .filter(|&z| self.zones.zone(ZoneId(z)).state != ZoneState::ReadOnly)
+                .collect();
             for zone in zones {
                 self.plug_ahead(now, since, zone);
             }
@@ -3035,6 +3066,68 @@ mod tests {
         )
     }
 
+    /// A media failure on a TL_opened zone: Read Only keeps its data readable (the valid
+    /// blocks past the write pointer from the original FBG) and refuses writes, close and
+    /// finish without plugging; Offline ends its threaded logging and frees the original FBG.
+    #[test]
+    fn a_tl_opened_zone_a_media_failure_takes_is_neither_plugged_nor_written() {
+        let mut d = small(&[]);
+        let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
+        let c = tl_open_zone0(&mut d, t, &[8..12, 40..41]);
+        assert!(c.status.is_ok());
+        let w = d.write(
+            c.done,
+            c.done,
+            Lba(0),
+            WriteData::Fingerprints(&[7; 4]),
+            false,
+        );
+        assert!(w.status.is_ok());
+        let fcg = d.map.fcg_of(0);
+        let free = d.map.free_fbgs(fcg);
+        d.inject_state(ZoneId(0), ZoneState::ReadOnly).unwrap();
+        let t = w.done + LATER;
+        assert_eq!(fp_of(&mut d, t, 2), fp(7));
+        assert_eq!(
+            fp_of(&mut d, t, 40),
+            fp(40),
+            "a valid block past the write pointer"
+        );
+        let programs = d.flash_counters().programs;
+        let bad = d.write(t, t, Lba(16), WriteData::Fingerprints(&[1]), false);
+        assert_eq!(bad.status, Err(NvmeStatus::ZoneIsReadOnly));
+        for (action, all) in [(ZoneAction::Finish, false), (ZoneAction::Close, true)] {
+            let m = d.zone_mgmt(t, t, action, Lba(0), all);
+            if !all {
+                assert_eq!(m.status, Err(NvmeStatus::InvalidZoneStateTransition));
+            }
+        }
+        let later = t + LATER;
+        assert_eq!(fp_of(&mut d, later, 41), fp(41));
+        assert_eq!(
+            d.flash_counters().programs,
+            programs,
+            "nothing plugged or written"
+        );
+        assert!(d.is_tl_open(ZoneId(0)));
+        assert_eq!(d.zone(ZoneId(0)).state, ZoneState::ReadOnly);
+        // Taken offline (the Offline action, allowed from Read Only): the data is gone.
+        let m = d.zone_mgmt(later, later, ZoneAction::Offline, Lba(0), false);
+        assert!(m.status.is_ok(), "{:?}", m.status);
+        assert!(!d.is_tl_open(ZoneId(0)));
+        assert_eq!(d.map.free_fbgs(fcg), free + 1, "the original FBG is freed");
+        let r = d.read(later, later, Lba(40), 1, None);
+        assert_eq!(r.status, Err(NvmeStatus::ZoneIsOffline));
+        // Injected offline at once, a TL_opened zone ends its threaded logging too.
+        let mut d = small(&[]);
+        let t = fill(&mut d, 0, 0, Nanos(0)) + LATER;
+        assert!(tl_open_zone0(&mut d, t, &[8..12, 20..21]).status.is_ok());
+        d.inject_state(ZoneId(0), ZoneState::Offline).unwrap();
+        assert!(!d.is_tl_open(ZoneId(0)));
+        let m = d.zone_mgmt(t, t, ZoneAction::Close, Lba(0), true);
+        assert!(m.status.is_ok(), "{:?}", m.status);
+    }
+
     #[test]
     fn lba_ordered_plugging_moves_the_write_pointer_past_valid_blocks() {
         let mut d = small(&["plugging=lba"]);
@@ -3403,7 +3496,8 @@ mod tests {
     }
 
     /// Runs `ops` (host writes, compactions, TL_opens, threaded-logging writes, closes,
-    /// finishes and resets on zones 0-5), checking the zone invariants after each.
+    /// finishes, resets and media failures on zones 0-5), checking the zone invariants after
+    /// each.
     fn drive(d: &mut ZonedDevice, ops: &[Op]) -> Result<Driven, TestCaseError> {
         let mut model: HashMap<u64, u64> = HashMap::new();
         let mut valid: Bitmaps = HashMap::new();
@@ -3521,6 +3615,25 @@ mod tests {
                     }
                     c
                 }
+                6 => {
+                    // A media failure (`zonelab zns inject`): Read Only keeps the zone's data
+                    // readable, Offline loses it.
+                    let state = if n % 2 == 0 {
+                        ZoneState::Offline
+                    } else {
+                        ZoneState::ReadOnly
+                    };
+                    if d.inject_state(ZoneId(zone as u32), state).is_ok()
+                        && state == ZoneState::Offline
+                    {
+                        model.retain(|&l, _| l / 64 != zone);
+                        copied_to.remove(&zone);
+                    }
+                    Completion {
+                        done: t,
+                        status: Ok(None),
+                    }
+                }
                 4 => d.zone_mgmt(
                     t,
                     t,
@@ -3558,12 +3671,13 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(48))]
 
         /// After any sequence of host writes, compactions, TL_opens, threaded-logging writes,
-        /// closes and resets, every block reads back the data last written or copied to it
-        /// (full payload), the device stays consistent, and the flash order invariants hold.
+        /// closes, resets and media failures, every block reads back the data last written or
+        /// copied to it (full payload) but in offline zones, the device stays consistent, and
+        /// the flash order invariants hold.
         #[test]
         fn copies_and_threaded_logging_keep_every_block(
             lba_plugging in any::<bool>(),
-            ops in proptest::collection::vec((0u8..6, 0u64..6, 0u64..64, 1u64..9), 1..60),
+            ops in proptest::collection::vec((0u8..7, 0u64..6, 0u64..64, 1u64..9), 1..60),
         ) {
             let mut d = small(if lba_plugging { &["plugging=lba"] } else { &[] });
             let Driven { model, t, .. } = drive(&mut d, &ops)?;
