@@ -556,15 +556,10 @@ fn the_clock_carries_over_and_runs_are_deterministic() {
     );
 }
 
-/// ZNS+ commands (seed 000 §3.2): identify-mapping, zone-compaction (copyback for whole chunks
-/// on the same chip), tl-open and a threaded-logging write, and bad ranges that fail with an
-/// NVMe status and leave the image as it was.
-#[test]
-fn znsplus_commands_copy_plug_and_refuse_bad_ranges() {
-    let dir = TempDir::new("znsplus");
-    // 8 zones of 64 LBAs: 16 chunks of 4 LBAs over 4 chips.
-    let img = create(
-        &dir,
+/// A ZNS+ image of 8 zones of 64 LBAs: 16 chunks of 4 LBAs over 4 chips.
+fn create_small_znsplus(dir: &TempDir) -> PathBuf {
+    create(
+        dir,
         &[
             "channels=2",
             "chips_per_channel=2",
@@ -573,7 +568,16 @@ fn znsplus_commands_copy_plug_and_refuse_bad_ranges() {
             "zone_dies=4",
             "zone_size=256KiB",
         ],
-    );
+    )
+}
+
+/// ZNS+ commands (seed 000 §3.2): identify-mapping, zone-compaction (copyback for whole chunks
+/// on the same chip), tl-open and a threaded-logging write, and bad ranges that fail with an
+/// NVMe status and leave the image as it was.
+#[test]
+fn znsplus_commands_copy_plug_and_refuse_bad_ranges() {
+    let dir = TempDir::new("znsplus");
+    let img = create_small_znsplus(&dir);
     let s = img.to_str().unwrap();
     let m: serde_json::Value =
         serde_json::from_str(&ok(&["zns", "identify-mapping", s, "-o", "json"])).unwrap();
@@ -714,17 +718,7 @@ fn znsplus_commands_copy_plug_and_refuse_bad_ranges() {
 #[test]
 fn a_tl_opened_zone_survives_a_media_failure() {
     let dir = TempDir::new("tl-failure");
-    let img = create(
-        &dir,
-        &[
-            "channels=2",
-            "chips_per_channel=2",
-            "pages_per_block=4",
-            "blocks_per_plane=12",
-            "zone_dies=4",
-            "zone_size=256KiB",
-        ],
-    );
+    let img = create_small_znsplus(&dir);
     let s = img.to_str().unwrap();
     let data = blocks(64, 3);
     let d = data_file(&dir, "zone0.bin", &data);

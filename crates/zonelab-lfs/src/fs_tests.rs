@@ -148,6 +148,16 @@ pub(crate) fn opts() -> FsOptions {
     }
 }
 
+/// A 64 MiB page cache that writes nothing back until its dirty pages near its size.
+fn no_writeback_opts() -> FsOptions {
+    FsOptions {
+        cache_bytes: 64 << 20,
+        dirty_background_ratio: 0.9,
+        dirty_ratio: 0.95,
+        ..opts()
+    }
+}
+
 fn run<T: 'static>(sim: &Sim, f: impl std::future::Future<Output = T> + 'static) -> T {
     sim.block_on(f).expect("simulation finishes")
 }
@@ -2094,12 +2104,7 @@ fn writeback_stays_within_the_active_zone_limit() {
     let s = sim.clone();
     run(&sim, async move {
         // Nothing written back before the sync.
-        let opts = FsOptions {
-            cache_bytes: 64 << 20,
-            dirty_background_ratio: 0.9,
-            dirty_ratio: 0.95,
-            ..opts()
-        };
+        let opts = no_writeback_opts();
         let fs = Fs::mkfs(
             s.clone(),
             stack.clone(),
@@ -3037,12 +3042,7 @@ fn freed_node_ids_come_back_by_a_checkpoint_before_the_nat_runs_out() {
     let (sim, stack) = small_device(PayloadMode::Fingerprint);
     let s = sim.clone();
     run(&sim, async move {
-        let opts = FsOptions {
-            cache_bytes: 64 << 20,
-            dirty_background_ratio: 0.9,
-            dirty_ratio: 0.95,
-            ..opts()
-        };
+        let opts = no_writeback_opts();
         // The smallest NAT: 1,024 node IDs and a little more.
         let format = FormatOptions {
             blocks_per_nid: u32::MAX,
