@@ -1073,7 +1073,9 @@ impl ZonedDevice {
                 if !noop && action == ZoneAction::Close {
                     self.counters.zone_closes += 1;
                 }
-                self.tl_zone_offline(zone.0);
+                if action == ZoneAction::Offline {
+                    self.tl_zone_offline(zone.0);
+                }
                 let t = self.firmware.run(now, at, cost);
                 (t, t)
             }
