@@ -628,7 +628,9 @@ fn draw_bars(
         )
     });
     let mut bar_boxes = Vec::new();
+    // Per label: where it is drawn and in which styles, and the boxes those styles take.
     let mut labels = Vec::new();
+    let mut label_boxes: Vec<Vec<PixelBox>> = Vec::new();
     for j in 0..series.len() {
         let c = colour(j);
         for i in 0..n {
@@ -645,29 +647,29 @@ fn draw_bars(
             if bars <= BAR_LABEL_MAX_BARS {
                 let text = fmt_bar_value(v);
                 let dy = if v < 0.0 { 3 } else { -3 };
-                let mut places = Vec::new();
+                let mut styles = Vec::new();
+                let mut boxes = Vec::new();
                 for (above, below) in &sizes {
                     let style = if v < 0.0 { below } else { above };
                     let (tw, th) = area.estimate_text_size(&text, style)?;
                     let (tw, th) = (tw as i32, th as i32);
                     let x = (x0 + x1) / 2 - tw / 2;
                     let top = if v < 0.0 { y0 + dy } else { y0 + dy - th };
-                    places.push(((x, top, x + tw, top + th), style));
+                    styles.push(style);
+                    boxes.push((x, top, x + tw, top + th));
                 }
-                labels.push(((left + right) / 2.0, v, text, dy, places));
+                labels.push(((left + right) / 2.0, v, text, dy, styles));
+                label_boxes.push(boxes);
             }
         }
     }
-    let boxes: Vec<Vec<PixelBox>> = labels
-        .iter()
-        .map(|l| l.4.iter().map(|p| p.0).collect())
-        .collect();
-    for (place, (x, v, text, dy, places)) in
-        labels_that_fit(&boxes, &bar_boxes).into_iter().zip(labels)
+    for (place, (x, v, text, dy, styles)) in labels_that_fit(&label_boxes, &bar_boxes)
+        .into_iter()
+        .zip(labels)
     {
         if let Some(k) = place {
             chart.draw_series(std::iter::once(
-                EmptyElement::at((x, v)) + Text::new(text, (0, dy), places[k].1.clone()),
+                EmptyElement::at((x, v)) + Text::new(text, (0, dy), styles[k].clone()),
             ))?;
         }
     }
