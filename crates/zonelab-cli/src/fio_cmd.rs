@@ -14,7 +14,8 @@ zonelab fio: fio-compatible jobs on a simulated ZNS SSD (or its conventional twi
 usage: zonelab fio [--profile=NAME] [--set KEY=VALUE]... [--output-format=normal|json]
                    [global options] --name=JOB [job options]... [JOBFILE]...
 
-fio options: rw (read, write, randread, randwrite, rw, randrw), rwmixread, bs, iodepth,
+fio options: rw (read, write, randread, randwrite, rw, randrw; trim and randtrim with
+zonemode=zbd, a zone reset per trim of bs = the zone size), rwmixread, bs, iodepth,
 numjobs, size, offset, offset_increment, io_size, number_ios, runtime, time_based,
 ramp_time, rate, rate_iops, zonemode=zbd, max_open_zones, zonerange, group_reporting,
 stonewall, write_bw_log, log_avg_msec, seed.
@@ -105,6 +106,7 @@ fn reports(jobs: &[JobSpec], out: &RunOutput) -> Vec<JobReport> {
             r.description = spec.description.clone();
             r.read = c.read.clone();
             r.write = c.write.clone();
+            r.trim = c.trim.clone();
             r.runtime_ns = c.runtime_ns;
             r.elapsed_ns = c.runtime_ns + spec.ramp_time_ns;
             r.error = if c.error.is_some() { 5 } else { 0 };

@@ -183,6 +183,42 @@ fn normal_output_reads_like_fio() {
 }
 
 #[test]
+fn zbd_trims_reset_zones_and_report_as_fio_trim() {
+    // zn540: 2 GiB zones. Fill two of them, then trim the first four in order: four trims,
+    // two of them resets (the empty zones' trims change nothing), with a ZN540 reset's
+    // latency, reported in fio's "trim" section and TRIM group line.
+    let job = [
+        "--zonemode=zbd",
+        "--name=fill",
+        "--rw=write",
+        "--bs=1m",
+        "--size=4g",
+        "--io_size=2g",
+        "--name=trim",
+        "--stonewall",
+        "--rw=trim",
+        "--bs=2g",
+        "--size=8g",
+    ];
+    let v = fio_json(&job);
+    let t = &v["jobs"][1]["trim"];
+    assert_eq!(t["total_ios"], 4);
+    assert_eq!(t["io_bytes"], 4u64 << 31);
+    assert!(t["lat_ns"]["max"].as_u64().unwrap() > 1_000_000, "{t}");
+    assert_eq!(v["jobs"][1]["write"]["total_ios"], 0);
+    assert_eq!(v["zonelab"]["zone_resets"], 2);
+    let mut args = vec!["fio"];
+    args.extend_from_slice(SMALL);
+    args.extend_from_slice(&job);
+    let o = zonelab(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(s.contains("  trim: IOPS="), "{s}");
+    assert!(s.contains("; 2 zone resets"), "{s}");
+    assert!(s.contains("   TRIM: bw="), "{s}");
+}
+
+#[test]
 fn bad_options_are_named_and_fail() {
     let o = zonelab(&["fio", "--name=a", "--rw=write", "--blocksizee=4k"]);
     assert!(!o.status.success());
@@ -242,6 +278,10 @@ fn bad_options_are_named_and_fail() {
         (
             &["--rw=write", "--numjobs=4096", "--name=b", "--rw=write"][..],
             "the jobs come to 4097 clones (numjobs: 'a' 4096, 'b' 1)",
+        ),
+        (
+            &["--rw=trim", "--zonemode=zbd"][..],
+            "trim block size 4096 is not the zone size 2147483648",
         ),
     ] {
         let o = zonelab(&[&["fio", "--profile=zn540", "--name=a"][..], args].concat());

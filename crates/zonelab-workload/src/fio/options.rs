@@ -27,11 +27,18 @@ pub enum Rw {
     ReadWrite,
     /// Random mixed reads and writes (`rw=randrw`).
     RandReadWrite,
+    /// Sequential trims (`rw=trim`): under `zonemode=zbd`, fio resets a zone per trim.
+    Trim,
+    /// Random trims (`rw=randtrim`), of zones that hold data under `zonemode=zbd`.
+    RandTrim,
 }
 
 impl Rw {
     pub fn is_random(self) -> bool {
-        matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandReadWrite)
+        matches!(
+            self,
+            Rw::RandRead | Rw::RandWrite | Rw::RandReadWrite | Rw::RandTrim
+        )
     }
     pub fn reads(self) -> bool {
         matches!(
@@ -45,6 +52,17 @@ impl Rw {
             Rw::Write | Rw::RandWrite | Rw::ReadWrite | Rw::RandReadWrite
         )
     }
+    pub fn trims(self) -> bool {
+        matches!(self, Rw::Trim | Rw::RandTrim)
+    }
+    /// Whether the pattern issues I/O in direction `dir`.
+    pub fn does(self, dir: Dir) -> bool {
+        match dir {
+            Dir::Read => self.reads(),
+            Dir::Write => self.writes(),
+            Dir::Trim => self.trims(),
+        }
+    }
     /// fio's spelling.
     pub fn as_fio_str(self) -> &'static str {
         match self {
@@ -54,6 +72,29 @@ impl Rw {
             Rw::RandWrite => "randwrite",
             Rw::ReadWrite => "rw",
             Rw::RandReadWrite => "randrw",
+            Rw::Trim => "trim",
+            Rw::RandTrim => "randtrim",
+        }
+    }
+}
+
+/// A direction of I/O, as fio's `ddir` (its order indexes [`PerDir`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dir {
+    Read = 0,
+    Write = 1,
+    Trim = 2,
+}
+
+impl Dir {
+    pub const ALL: [Dir; 3] = [Dir::Read, Dir::Write, Dir::Trim];
+
+    /// fio's name of the direction in reports ("read", "write", "trim").
+    pub fn name(self) -> &'static str {
+        match self {
+            Dir::Read => "read",
+            Dir::Write => "write",
+            Dir::Trim => "trim",
         }
     }
 }
@@ -83,16 +124,49 @@ impl Size {
     }
 }
 
-/// A per-direction value (`bs=r,w`, `rate=r,w`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RwPair<T> {
+/// A per-direction value (`bs=r,w,t`, `rate=r,w,t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PerDir<T> {
     pub read: T,
     pub write: T,
+    pub trim: T,
 }
 
-impl<T: Copy> RwPair<T> {
-    pub fn both(v: T) -> Self {
-        RwPair { read: v, write: v }
+impl<T: Copy> PerDir<T> {
+    pub fn all(v: T) -> Self {
+        PerDir::from_fn(|_| v)
+    }
+}
+
+impl<T> PerDir<T> {
+    /// The value of each direction from `f`.
+    pub fn from_fn(mut f: impl FnMut(Dir) -> T) -> Self {
+        PerDir {
+            read: f(Dir::Read),
+            write: f(Dir::Write),
+            trim: f(Dir::Trim),
+        }
+    }
+}
+
+impl<T> std::ops::Index<Dir> for PerDir<T> {
+    type Output = T;
+    fn index(&self, dir: Dir) -> &T {
+        match dir {
+            Dir::Read => &self.read,
+            Dir::Write => &self.write,
+            Dir::Trim => &self.trim,
+        }
+    }
+}
+
+impl<T> std::ops::IndexMut<Dir> for PerDir<T> {
+    fn index_mut(&mut self, dir: Dir) -> &mut T {
+        match dir {
+            Dir::Read => &mut self.read,
+            Dir::Write => &mut self.write,
+            Dir::Trim => &mut self.trim,
+        }
     }
 }
 
@@ -135,7 +209,7 @@ pub struct JobSpec {
     /// Percentage of mixed I/O that is reads (0..=100). `rwmixwrite=W` sets it to 100-W.
     pub rwmixread: u8,
     /// Block size per direction, bytes; > 0 and a multiple of 512.
-    pub bs: RwPair<u64>,
+    pub bs: PerDir<u64>,
     pub iodepth: u32,
     pub numjobs: u32,
     /// `None`: the whole device (from `offset`).
@@ -153,9 +227,9 @@ pub struct JobSpec {
     pub time_based: bool,
     pub ramp_time_ns: u64,
     /// `rate`, bytes/s per direction.
-    pub rate: RwPair<Option<u64>>,
+    pub rate: PerDir<Option<u64>>,
     /// `rate_iops` per direction.
-    pub rate_iops: RwPair<Option<u64>>,
+    pub rate_iops: PerDir<Option<u64>>,
     pub zonemode: ZoneMode,
     pub max_open_zones: Option<u32>,
     pub job_max_open_zones: Option<u32>,
@@ -192,7 +266,7 @@ impl Default for JobSpec {
             description: None,
             rw: Rw::Read,
             rwmixread: 50,
-            bs: RwPair::both(4096),
+            bs: PerDir::all(4096),
             iodepth: 1,
             numjobs: 1,
             size: None,
@@ -204,8 +278,8 @@ impl Default for JobSpec {
             runtime_ns: None,
             time_based: false,
             ramp_time_ns: 0,
-            rate: RwPair::both(None),
-            rate_iops: RwPair::both(None),
+            rate: PerDir::all(None),
+            rate_iops: PerDir::all(None),
             zonemode: ZoneMode::None,
             max_open_zones: None,
             job_max_open_zones: None,
@@ -463,35 +537,31 @@ fn block_size(opt: &RawOpt, key: &str, v: &str, kb_base: u32) -> Result<u64, Opt
     Ok(n)
 }
 
-/// Parse `a[,b[,c]]` per-direction values; empty parts keep the previous value. The third
-/// (trim) component is validated and ignored: ZoneLab issues no trims.
+/// Parse `a[,b[,c]]` per-direction values (read, write, trim); empty parts keep the previous
+/// value, and a single value sets all three, as in fio.
 fn split_rw<T: Copy>(
     opt: &RawOpt,
     key: &str,
     v: &str,
-    current: RwPair<T>,
+    current: PerDir<T>,
     mut one: impl FnMut(&str) -> Result<T, OptionError>,
-) -> Result<RwPair<T>, OptionError> {
+) -> Result<PerDir<T>, OptionError> {
     let parts: Vec<&str> = v.split(',').collect();
     if parts.len() > 3 {
         return Err(bad(
             opt,
             key,
-            "has too many values (accepted: v, or read,write)",
+            "has too many values (accepted: v, or read,write[,trim])",
         ));
     }
     if parts.len() == 1 {
-        return Ok(RwPair::both(one(parts[0])?));
+        return Ok(PerDir::all(one(parts[0])?));
     }
     let mut out = current;
-    if !parts[0].trim().is_empty() {
-        out.read = one(parts[0])?;
-    }
-    if !parts[1].trim().is_empty() {
-        out.write = one(parts[1])?;
-    }
-    if let Some(t) = parts.get(2).filter(|t| !t.trim().is_empty()) {
-        one(t)?;
+    for (dir, part) in Dir::ALL.into_iter().zip(parts) {
+        if !part.trim().is_empty() {
+            out[dir] = one(part)?;
+        }
     }
     Ok(out)
 }
@@ -598,18 +668,20 @@ fn apply(job: &mut JobSpec, opt: &RawOpt) -> Result<(), OptionError> {
                 "randwrite" => Rw::RandWrite,
                 "rw" | "readwrite" => Rw::ReadWrite,
                 "randrw" => Rw::RandReadWrite,
-                "trim" | "randtrim" | "trimwrite" | "randtrimwrite" => {
+                "trim" => Rw::Trim,
+                "randtrim" => Rw::RandTrim,
+                "trimwrite" | "randtrimwrite" => {
                     return Err(bad(
                         opt,
                         key,
-                        "is not supported (accepted: read, write, randread, randwrite, rw, readwrite, randrw)",
+                        "is not supported (accepted: read, write, randread, randwrite, rw, readwrite, randrw, trim, randtrim); run a trim job and a write job instead",
                     ));
                 }
                 _ => {
                     return Err(bad(
                         opt,
                         key,
-                        "is not an I/O pattern (accepted: read, write, randread, randwrite, rw, readwrite, randrw)",
+                        "is not an I/O pattern (accepted: read, write, randread, randwrite, rw, readwrite, randrw, trim, randtrim)",
                     ));
                 }
             };
@@ -1138,7 +1210,7 @@ mod tests {
         let j = one(&[]).unwrap();
         assert_eq!(j.name, "j");
         assert_eq!(j.rw, Rw::Read);
-        assert_eq!(j.bs, RwPair::both(4096));
+        assert_eq!(j.bs, PerDir::all(4096));
         assert_eq!(j.iodepth, 1);
         assert_eq!(j.numjobs, 1);
         assert_eq!(j.size, None);
@@ -1167,7 +1239,9 @@ mod tests {
         assert!(Rw::RandReadWrite.is_random() && Rw::RandReadWrite.reads());
         assert!(Rw::Write.writes() && !Rw::Write.reads() && !Rw::Write.is_random());
         assert!(err(&["--rw=randread:8"]).contains("sequential-skip"));
-        assert!(err(&["--rw=trim"]).contains("accepted: read"));
+        assert_eq!(one(&["--rw=trim"]).unwrap().rw, Rw::Trim);
+        assert!(Rw::RandTrim.is_random() && Rw::RandTrim.trims() && !Rw::RandTrim.writes());
+        assert!(err(&["--rw=trimwrite"]).contains("a trim job and a write job"));
         assert!(err(&["--rw=sideways"]).contains("'sideways'"));
     }
 
@@ -1181,27 +1255,30 @@ mod tests {
 
     #[test]
     fn block_sizes() {
-        assert_eq!(one(&["--bs=8k"]).unwrap().bs, RwPair::both(8192));
-        assert_eq!(one(&["--blocksize=1m"]).unwrap().bs, RwPair::both(1 << 20));
+        assert_eq!(one(&["--bs=8k"]).unwrap().bs, PerDir::all(8192));
+        assert_eq!(one(&["--blocksize=1m"]).unwrap().bs, PerDir::all(1 << 20));
         assert_eq!(
             one(&["--bs=64k,4k"]).unwrap().bs,
-            RwPair {
+            PerDir {
                 read: 65536,
-                write: 4096
+                write: 4096,
+                trim: 4096
             }
         );
         assert_eq!(
             one(&["--bs=,16k"]).unwrap().bs,
-            RwPair {
+            PerDir {
                 read: 4096,
-                write: 16384
+                write: 16384,
+                trim: 4096
             }
         );
         assert_eq!(
             one(&["--bs=8k,,4k"]).unwrap().bs,
-            RwPair {
+            PerDir {
                 read: 8192,
-                write: 4096
+                write: 4096,
+                trim: 4096
             }
         );
         let e = err(&["--bs=4x"]);
@@ -1214,10 +1291,11 @@ mod tests {
         assert!(err(&["--bs=4KiB"]).contains("kb_base"));
         assert_eq!(
             one(&["--bs=4KiB", "--kb_base=1000"]).unwrap().bs,
-            RwPair::both(4096)
+            PerDir::all(4096)
         );
         assert!(err(&["--bs=4k-16k"]).contains("range"));
         assert!(err(&["--bs=1,2,3,4"]).contains("too many"));
+        assert_eq!(one(&["--bs=4k,8k,32m"]).unwrap().bs.trim, 32 << 20);
         assert!(err(&["--bs"]).contains("needs a value"));
     }
 
@@ -1272,20 +1350,22 @@ mod tests {
         assert!(err(&["--runtime=soon"]).contains("not a time"));
         assert_eq!(
             one(&["--rate=100m"]).unwrap().rate,
-            RwPair::both(Some(100 << 20))
+            PerDir::all(Some(100 << 20))
         );
         assert_eq!(
             one(&["--rate=,50m"]).unwrap().rate,
-            RwPair {
+            PerDir {
                 read: None,
-                write: Some(50 << 20)
+                write: Some(50 << 20),
+                trim: None
             }
         );
         assert_eq!(
             one(&["--rate_iops=1000,2k"]).unwrap().rate_iops,
-            RwPair {
+            PerDir {
                 read: Some(1000),
-                write: Some(2048)
+                write: Some(2048),
+                trim: None
             }
         );
         assert!(err(&["--rate=fast"]).contains("bytes/s"));
@@ -1381,11 +1461,11 @@ mod tests {
         assert_eq!(p.jobs.len(), 2);
         assert_eq!(p.jobs[0].name, "a");
         assert_eq!(p.jobs[0].rw, Rw::Write);
-        assert_eq!(p.jobs[0].bs, RwPair::both(8192));
+        assert_eq!(p.jobs[0].bs, PerDir::all(8192));
         assert_eq!(p.jobs[0].iodepth, 4);
         assert_eq!(p.jobs[1].rw, Rw::Read);
         assert_eq!(p.jobs[1].iodepth, 16);
-        assert_eq!(p.jobs[1].bs, RwPair::both(8192));
+        assert_eq!(p.jobs[1].bs, PerDir::all(8192));
         assert_eq!(
             p.global_options,
             vec![("bs".into(), "8k".into()), ("iodepth".into(), "4".into())]
@@ -1457,12 +1537,12 @@ bs=4k
         let (a, b) = (&jobs[0], &jobs[1]);
         assert_eq!(a.name, "seq-write");
         assert_eq!(a.rw, Rw::Write);
-        assert_eq!(a.bs, RwPair::both(128 << 10));
+        assert_eq!(a.bs, PerDir::all(128 << 10));
         assert!(a.time_based);
         assert_eq!(a.runtime_ns, Some(10_000_000_000));
         assert_eq!(a.ioengine, IoEngine::IoUring);
         assert_eq!(b.rw, Rw::RandRead);
-        assert_eq!(b.bs, RwPair::both(4096));
+        assert_eq!(b.bs, PerDir::all(4096));
         assert_eq!(b.zonemode, ZoneMode::Zbd);
         let jf = parse_jobfile(FILE, "t.fio", &JobSpec::default()).unwrap();
         assert_eq!(jf.global_options.len(), 3);

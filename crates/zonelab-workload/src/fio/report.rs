@@ -4,6 +4,7 @@
 //! byte-identical reports. JSON objects are written in fio's key order without relying on
 //! serde_json's `preserve_order` feature.
 
+use super::options::Dir;
 use super::stats::{DirStats, LatStat};
 use super::units::{NumUnit, num2str};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
@@ -44,6 +45,7 @@ pub struct JobReport {
     pub description: Option<String>,
     pub read: DirStats,
     pub write: DirStats,
+    pub trim: DirStats,
     /// Measured run time (after ramp), ns.
     pub runtime_ns: u64,
     /// Total job time including ramp, ns (`"elapsed"`, in whole seconds in JSON).
@@ -64,6 +66,23 @@ impl JobReport {
         }
     }
 
+    /// The statistics of direction `dir`.
+    pub fn dir(&self, dir: Dir) -> &DirStats {
+        match dir {
+            Dir::Read => &self.read,
+            Dir::Write => &self.write,
+            Dir::Trim => &self.trim,
+        }
+    }
+
+    fn dir_mut(&mut self, dir: Dir) -> &mut DirStats {
+        match dir {
+            Dir::Read => &mut self.read,
+            Dir::Write => &mut self.write,
+            Dir::Trim => &mut self.trim,
+        }
+    }
+
     /// Merge another job (clone) into this one, as fio's group_reporting does: stats are
     /// pooled, run times take the maximum, `jobs` adds up.
     pub fn merge(&mut self, other: &JobReport) {
@@ -71,8 +90,9 @@ impl JobReport {
         if self.error == 0 {
             self.error = other.error;
         }
-        self.read.merge(&other.read);
-        self.write.merge(&other.write);
+        for dir in Dir::ALL {
+            self.dir_mut(dir).merge(other.dir(dir));
+        }
         self.runtime_ns = self.runtime_ns.max(other.runtime_ns);
         self.elapsed_ns = self.elapsed_ns.max(other.elapsed_ns);
         if let Some(z) = other.zone_resets {
@@ -144,12 +164,14 @@ impl GroupDir {
     }
 }
 
-fn groups(jobs: &[JobReport]) -> BTreeMap<u32, [GroupDir; 2]> {
-    let mut g: BTreeMap<u32, [GroupDir; 2]> = BTreeMap::new();
+/// Per stonewall group, its directions' totals (indexed by [`Dir`]).
+fn groups(jobs: &[JobReport]) -> BTreeMap<u32, [GroupDir; 3]> {
+    let mut g: BTreeMap<u32, [GroupDir; 3]> = BTreeMap::new();
     for j in jobs {
         let e = g.entry(j.groupid).or_default();
-        e[0].add(&j.read, j.runtime_ns);
-        e[1].add(&j.write, j.runtime_ns);
+        for dir in Dir::ALL {
+            e[dir as usize].add(j.dir(dir), j.runtime_ns);
+        }
     }
     g
 }
@@ -170,13 +192,13 @@ const LAT_MS_KEYS: [&str; 12] = [
 ];
 
 /// fio's latency distribution (percent of I/Os per bucket) for ns, us and ms ranges,
-/// from the total-latency histograms of both directions.
+/// from the total-latency histograms of every direction.
 fn latency_buckets(j: &JobReport) -> ([f64; 10], [f64; 10], [f64; 12]) {
     let mut ns = [0u64; 10];
     let mut us = [0u64; 10];
     let mut ms = [0u64; 12];
     let mut total = 0u64;
-    for d in [&j.read, &j.write] {
+    for d in [&j.read, &j.write, &j.trim] {
         let hist = d.lat.histogram();
         for it in hist.iter().flat_map(|h| h.iter_recorded()) {
             let v = it.value_iterated_to();
@@ -324,8 +346,7 @@ fn dir_json(d: &DirStats, runtime_ns: u64, group: &GroupDir) -> J {
         .done()
 }
 
-fn job_json(j: &JobReport, g: &[GroupDir; 2]) -> J {
-    let empty = GroupDir::default();
+fn job_json(j: &JobReport, g: &[GroupDir; 3]) -> J {
     let (ns, us, ms) = latency_buckets(j);
     let bucket_obj = |vals: &[f64], keys: &[&str]| {
         J::Obj(
@@ -352,7 +373,7 @@ fn job_json(j: &JobReport, g: &[GroupDir; 2]) -> J {
     o.put("job options", options_obj(&j.job_options))
         .put("read", dir_json(&j.read, j.runtime_ns, &g[0]))
         .put("write", dir_json(&j.write, j.runtime_ns, &g[1]))
-        .put("trim", dir_json(&DirStats::new(), 0, &empty))
+        .put("trim", dir_json(&j.trim, j.runtime_ns, &g[2]))
         .put(
             "sync",
             Obj::new()
@@ -376,7 +397,7 @@ pub fn render_json(
     extra: serde_json::Value,
 ) -> String {
     let g = groups(jobs);
-    let empty = [GroupDir::default(); 2];
+    let empty = [GroupDir::default(); 3];
     let mut top = Obj::new()
         .put("fio version", J::Str(header.fio_version.clone()))
         .put("timestamp", J::U(0))
@@ -534,7 +555,7 @@ fn latency_lines(out: &mut String, j: &JobReport) {
 /// appended after the run status groups when not empty.
 pub fn render_normal(jobs: &[JobReport], extra_summary: &str) -> String {
     let g = groups(jobs);
-    let empty = [GroupDir::default(); 2];
+    let empty = [GroupDir::default(); 3];
     let mut out = String::new();
     for j in jobs {
         let gd = g.get(&j.groupid).unwrap_or(&empty);
@@ -545,13 +566,14 @@ pub fn render_normal(jobs: &[JobReport], extra_summary: &str) -> String {
         if let Some(d) = &j.description {
             out.push_str(&format!("  Description  : [{d}]\n"));
         }
-        dir_block(&mut out, "read", j, &j.read, &gd[0]);
-        dir_block(&mut out, "write", j, &j.write, &gd[1]);
+        for dir in Dir::ALL {
+            dir_block(&mut out, dir.name(), j, j.dir(dir), &gd[dir as usize]);
+        }
         latency_lines(&mut out, j);
     }
     for (gid, dirs) in &g {
         out.push_str(&format!("\nRun status group {gid} (all jobs):\n"));
-        for (label, d) in [("   READ", &dirs[0]), ("  WRITE", &dirs[1])] {
+        for (label, d) in ["   READ", "  WRITE", "   TRIM"].into_iter().zip(dirs) {
             if d.jobs == 0 {
                 continue;
             }

@@ -6,9 +6,12 @@
 //! time; groups run one after another. With `zonemode=zbd` writes go to zone write pointers the
 //! way fio's zbd mode places them: sequential jobs fill zones in order, random jobs pick a
 //! random zone among at most `max_open_zones` open ones; a full zone is reset before it is
-//! written again; reads stay below the write pointer.
+//! written again; reads stay below the write pointer; a trim resets one zone (fio's
+//! `zbd_do_io_u_trim`).
 
-use super::options::{IoEngine as FioEngine, IoScheduler as FioScheduler, JobSpec, Rw, ZoneMode};
+use super::options::{
+    Dir, IoEngine as FioEngine, IoScheduler as FioScheduler, JobSpec, PerDir, Rw, ZoneMode,
+};
 use super::stats::{BwLog, DirStats};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -44,6 +47,7 @@ pub struct CloneResult {
     pub clone: u32,
     pub read: DirStats,
     pub write: DirStats,
+    pub trim: DirStats,
     /// From the end of ramp time to the last completion.
     pub runtime_ns: u64,
     pub error: Option<String>,
@@ -173,11 +177,9 @@ impl ZoneView {
 /// reports), or during it.
 struct Window {
     start: Nanos,
-    read: DirStats,
-    write: DirStats,
-    /// Completed bytes per interval since `start`, [read, write]: fio's bw samples and
-    /// `write_bw_log`.
-    bw: [BwLog; 2],
+    stats: PerDir<DirStats>,
+    /// Completed bytes per interval since `start`: fio's bw samples and `write_bw_log`.
+    bw: PerDir<BwLog>,
     last_completion: Nanos,
 }
 
@@ -185,22 +187,20 @@ impl Window {
     fn new(spec: &JobSpec, start: Nanos) -> Window {
         Window {
             start,
-            read: DirStats::new(),
-            write: DirStats::new(),
-            bw: [BwLog::new(sample_ms(spec)), BwLog::new(sample_ms(spec))],
+            stats: PerDir::default(),
+            bw: PerDir::from_fn(|_| BwLog::new(sample_ms(spec))),
             last_completion: start,
         }
     }
 
-    fn record(&mut self, write: bool, bytes: u64, done: &IoDone) {
-        let (slat, clat) = (done.slat().0, done.clat().0);
-        if write {
-            self.write.record(bytes, slat, clat);
-        } else {
-            self.read.record(bytes, slat, clat);
-        }
-        self.bw[write as usize].record((done.completed - self.start).0, bytes);
+    fn record(&mut self, dir: Dir, bytes: u64, done: &IoDone) {
+        self.stats[dir].record(bytes, done.slat().0, done.clat().0);
+        self.bw[dir].record((done.completed - self.start).0, bytes);
         self.last_completion = self.last_completion.max(done.completed);
+    }
+
+    fn ios(&self) -> u64 {
+        Dir::ALL.iter().map(|&d| self.stats[d].ios()).sum()
     }
 }
 
@@ -217,16 +217,17 @@ struct CloneState {
     /// Sequential positions (relative to start) per direction.
     seq_read: u64,
     seq_write: u64,
-    /// zbd: current zone of a sequential writer / reader.
+    /// zbd: current zone of a sequential writer / reader / trimmer.
     zone_cursor_write: u64,
     zone_cursor_read: u64,
+    zone_cursor_trim: u64,
     issued_bytes: u64,
     issued_ios: u64,
     byte_limit: Option<u64>,
     io_limit: Option<u64>,
     ramp_end: Nanos,
     t_end: Option<Nanos>,
-    rate_next: [Nanos; 2],
+    rate_next: PerDir<Nanos>,
     /// I/Os issued from the end of the ramp on.
     measured: Window,
     /// The same for I/Os issued during `ramp_time` (kept only when there is one): fio resets
@@ -237,10 +238,10 @@ struct CloneState {
     stop: bool,
     zone_resets: u64,
     fp_counter: u64,
-    /// Per-command constants of the job, worked out once: [read, write].
-    nlb: [u64; 2],
-    /// `nlb` as divisors (slots of a zone's written part).
-    nlb_div: [Divisor; 2],
+    /// Per-command constant of the job, worked out once: blocks per read and per write.
+    nlb: PerDir<u64>,
+    /// The read size as a divisor (slots of a zone's written part).
+    read_nlb_div: Divisor,
     /// Whole zones in the region, `first..end` (see [`CloneState::zones_in_region`]).
     zone_range: (u32, u32),
     random: bool,
@@ -252,7 +253,7 @@ struct CloneState {
 /// One planned I/O.
 enum Planned {
     Io {
-        write: bool,
+        dir: Dir,
         cmd: IoCmd,
         bytes: u64,
         zone: Option<u32>,
@@ -261,6 +262,17 @@ enum Planned {
     },
     Reset {
         zone: u32,
+    },
+    /// A trim of `zone`, which fio's zbd mode turns into a reset of the zone; `had_data`: the
+    /// zone held data (fio counts only those resets).
+    Trim {
+        zone: u32,
+        had_data: bool,
+        bytes: u64,
+    },
+    /// The rate limits hold the next I/O until then.
+    Pause {
+        until: Nanos,
     },
     Wait,
     Done,
@@ -317,11 +329,18 @@ impl CloneState {
         false
     }
 
-    fn choose_write(&mut self) -> bool {
+    fn choose_dir(&mut self) -> Dir {
         match self.spec.rw {
-            Rw::Read | Rw::RandRead => false,
-            Rw::Write | Rw::RandWrite => true,
-            Rw::ReadWrite | Rw::RandReadWrite => self.rng.below(100) >= self.spec.rwmixread as u64,
+            Rw::Read | Rw::RandRead => Dir::Read,
+            Rw::Write | Rw::RandWrite => Dir::Write,
+            Rw::ReadWrite | Rw::RandReadWrite => {
+                if self.rng.below(100) >= self.spec.rwmixread as u64 {
+                    Dir::Write
+                } else {
+                    Dir::Read
+                }
+            }
+            Rw::Trim | Rw::RandTrim => Dir::Trim,
         }
     }
 
@@ -352,15 +371,20 @@ impl CloneState {
         if self.exhausted(now) {
             return Planned::Done;
         }
-        let write = self.choose_write();
-        let nlb = self.nlb[write as usize];
+        let dir = self.choose_dir();
+        let nlb = self.nlb[dir];
         if self.zbd {
-            return if write {
-                self.plan_zbd_write(now, view, nlb)
-            } else {
-                self.plan_zbd_read(now, view, nlb)
+            return match dir {
+                Dir::Read => self.plan_zbd_read(now, view, nlb),
+                Dir::Write => self.plan_zbd_write(now, view, nlb),
+                Dir::Trim => self.plan_zbd_trim(now, view),
             };
         }
+        assert!(
+            dir != Dir::Trim,
+            "validate lets trims run under zonemode=zbd only"
+        );
+        let write = dir == Dir::Write;
         let off = self.next_offset(write, nlb);
         let slba = Lba(self.start + off);
         let cmd = if write {
@@ -381,7 +405,7 @@ impl CloneState {
                 want_data: false,
             }
         };
-        self.issue(now, view, write, cmd, nlb * self.lba_size, None)
+        self.issue(now, view, dir, cmd, nlb * self.lba_size, None)
     }
 
     /// A planned I/O, counted as issued: in flight on its zone from now on (so no reset is
@@ -391,7 +415,7 @@ impl CloneState {
         &mut self,
         now: Nanos,
         view: &mut ZoneView,
-        write: bool,
+        dir: Dir,
         cmd: IoCmd,
         bytes: u64,
         zone: Option<u32>,
@@ -399,11 +423,9 @@ impl CloneState {
         if let Some(z) = zone {
             view.in_flight[z as usize] += 1;
         }
-        self.issued_bytes += bytes;
-        self.issued_ios += 1;
-        let gate = rate_gate(self, write as usize, bytes, now);
+        let gate = self.count_issued(now, dir, bytes);
         Planned::Io {
-            write,
+            dir,
             cmd,
             bytes,
             zone,
@@ -411,16 +433,26 @@ impl CloneState {
         }
     }
 
-    /// Accounts for a completed I/O planned as `write`, `bytes` and `zone`.
+    /// Counts an I/O of `bytes` in direction `dir` against the job's limits; returns when the
+    /// rate limits let it issue.
+    #[inline(always)]
+    fn count_issued(&mut self, now: Nanos, dir: Dir, bytes: u64) -> Nanos {
+        self.issued_bytes += bytes;
+        self.issued_ios += 1;
+        rate_gate(self, dir, bytes, now)
+    }
+
+    /// Accounts for a completed I/O planned as `dir`, `bytes` and `zone`.
     #[inline(always)]
     fn complete(
         &mut self,
         view: &mut ZoneView,
-        write: bool,
+        dir: Dir,
         bytes: u64,
         zone: Option<u32>,
         done: &IoDone,
     ) {
+        let write = dir == Dir::Write;
         if let Some(z) = zone {
             view.in_flight[z as usize] -= 1;
             if view.in_flight[z as usize] == 0 {
@@ -439,18 +471,14 @@ impl CloneState {
                     } else {
                         ""
                     };
-                    self.error = Some(format!(
-                        "{} error: {e} — {}{advice}",
-                        if write { "write" } else { "read" },
-                        e.hint()
-                    ));
+                    self.error = Some(format!("{} error: {e} — {}{advice}", dir.name(), e.hint()));
                 }
             }
             Ok(_) => {
                 if done.issued >= self.ramp_end {
-                    self.measured.record(write, bytes, done);
+                    self.measured.record(dir, bytes, done);
                 } else if let Some(r) = &mut self.ramp {
-                    r.record(write, bytes, done);
+                    r.record(dir, bytes, done);
                 }
             }
         }
@@ -533,7 +561,7 @@ impl CloneState {
                 data,
             }
         };
-        self.issue(now, view, true, cmd, n * self.lba_size, Some(zone))
+        self.issue(now, view, Dir::Write, cmd, n * self.lba_size, Some(zone))
     }
 
     #[inline(always)]
@@ -561,7 +589,7 @@ impl CloneState {
                 zone = Some(with[self.rng.below(with.len() as u64) as usize]);
             }
             let z = zone.expect("chosen");
-            let slots = self.nlb_div[0].quotient(written(z));
+            let slots = self.read_nlb_div.quotient(written(z));
             let off = self.rng.below(slots) * nlb;
             return self.read_io(now, view, z as u64 * view.zone_size + off, nlb, z);
         }
@@ -594,7 +622,64 @@ impl CloneState {
             nlb,
             want_data: false,
         };
-        self.issue(now, view, false, cmd, nlb * self.lba_size, Some(zone))
+        self.issue(now, view, Dir::Read, cmd, nlb * self.lba_size, Some(zone))
+    }
+
+    /// A trim under zonemode=zbd (fio's `zbd_adjust_block` and `zbd_do_io_u_trim`): the next
+    /// zone of the region in order, or for `randtrim` a random one, or the nearest to it that
+    /// holds data (none left: the job ends). The zone is reset, and written from its start
+    /// again by any job. It waits while I/O is in flight on the zone, as a wrap-around reset
+    /// does, and is issued as soon as it is planned, so every write planned after it reaches
+    /// the device after it. A zone without data gets the reset too, which the device completes
+    /// as a no-op (fio skips the command; either way the zone is unchanged).
+    fn plan_zbd_trim(&mut self, now: Nanos, view: &mut ZoneView) -> Planned {
+        if self.rate_limited && self.rate_next.trim > now {
+            return Planned::Pause {
+                until: self.rate_next.trim,
+            };
+        }
+        let (first, end) = self.zone_range;
+        assert!(first < end, "validate checked that the region holds a zone");
+        let nzones = end - first;
+        let zone = if self.random {
+            let pick = self.rng.below(nzones as u64) as u32;
+            // Outward from the pick, above first, as fio's zbd_find_zone.
+            let found = (0..nzones).find_map(|d| {
+                [pick.checked_add(d), pick.checked_sub(d)]
+                    .into_iter()
+                    .flatten()
+                    .filter(|&i| i < nzones)
+                    .map(|i| first + i)
+                    .find(|&z| view.wp[z as usize] > 0)
+            });
+            match found {
+                Some(z) => z,
+                None => {
+                    self.stop = true;
+                    return Planned::Done;
+                }
+            }
+        } else {
+            first + (self.zone_cursor_trim % nzones as u64) as u32
+        };
+        if view.in_flight[zone as usize] > 0 {
+            return Planned::Wait;
+        }
+        if !self.random {
+            self.zone_cursor_trim += 1;
+        }
+        let had_data = view.wp[zone as usize] > 0;
+        view.wp[zone as usize] = 0;
+        view.mark_closed(zone);
+        view.in_flight[zone as usize] += 1;
+        let bytes = self.spec.bs.trim;
+        let gate = self.count_issued(now, Dir::Trim, bytes);
+        debug_assert!(gate <= now, "paused above until the rate limits let it go");
+        Planned::Trim {
+            zone,
+            had_data,
+            bytes,
+        }
     }
 }
 
@@ -687,14 +772,19 @@ fn validate(spec: &JobSpec, dev: &Namespace) -> Result<(), RunError> {
         })
     };
     let lba = dev.lba_size();
-    for (dir, bs) in [("read", spec.bs.read), ("write", spec.bs.write)] {
+    // The sizes of the directions the job uses (a trim's is the zone size, checked below).
+    for dir in [Dir::Read, Dir::Write]
+        .into_iter()
+        .filter(|&d| spec.rw.does(d))
+    {
+        let bs = spec.bs[dir];
         // One size for both directions (plain `bs=`) is named as the user gave it.
         let what = if spec.bs.read == spec.bs.write {
             format!("bs ({bs})")
         } else {
-            format!("bs for {dir} ({bs})")
+            format!("bs for {} ({bs})", dir.name())
         };
-        if bs % lba != 0 {
+        if !bs.is_multiple_of(lba) {
             return err(format!(
                 "{what} must be a multiple of the device's {lba}-byte logical block"
             ));
@@ -732,6 +822,27 @@ fn validate(spec: &JobSpec, dev: &Namespace) -> Result<(), RunError> {
     }
     if spec.ioengine == FioEngine::Spdk && spec.ioscheduler != FioScheduler::None {
         return err("ioscheduler applies to the kernel path only: use ioengine=io_uring with ioscheduler=mq-deadline".into());
+    }
+    if spec.rw.trims() {
+        let rw = spec.rw.as_fio_str();
+        let Some(zoned) = dev.zoned() else {
+            return err(format!(
+                "rw={rw} needs a zoned device with zonemode=zbd, where fio resets a zone per trim; profile '{}' is a conventional namespace, which takes no deallocate in ZoneLab",
+                dev.profile().name
+            ));
+        };
+        if spec.zonemode != ZoneMode::Zbd {
+            return err(format!(
+                "rw={rw} on a zoned device needs zonemode=zbd (fio then resets a zone per trim; a zoned block device takes no plain discard)"
+            ));
+        }
+        let zs = zoned.zones().geometry().zone_size * lba;
+        if spec.bs.trim != zs {
+            return err(format!(
+                "trim block size {} is not the zone size {zs}: with zonemode=zbd each trim resets one zone; set bs={zs} (or bs=,,{zs} for the trims alone)",
+                spec.bs.trim
+            ));
+        }
     }
     let Some(zoned) = dev.zoned() else {
         let profile = &dev.profile().name;
@@ -957,17 +1068,17 @@ fn make_clone(
         )
     };
     let job_seed = spec.seed.unwrap_or(seed);
-    // `validate` made both block sizes whole, non-zero numbers of blocks.
-    let nlb = [spec.bs.read / lba_size, spec.bs.write / lba_size];
+    // `validate` made the block sizes of the directions the job uses whole, non-zero numbers of
+    // blocks.
+    let nlb = PerDir::from_fn(|dir| spec.bs[dir] / lba_size);
     let zone_range = CloneState::zones_in_region(start, lbas, view.zone_size, view.wp.len() as u64);
     let limited = |r: Option<u64>| r.is_some_and(|r| r > 0);
-    let rate_limited = limited(spec.rate.read)
-        || limited(spec.rate.write)
-        || limited(spec.rate_iops.read)
-        || limited(spec.rate_iops.write);
+    let rate_limited = Dir::ALL
+        .into_iter()
+        .any(|d| limited(spec.rate[d]) || limited(spec.rate_iops[d]));
     CloneState {
         nlb,
-        nlb_div: nlb.map(|n| Divisor::new(n.max(1))),
+        read_nlb_div: Divisor::new(nlb.read.max(1)),
         zone_range,
         random: spec.rw.is_random(),
         zbd: spec.zonemode == ZoneMode::Zbd,
@@ -980,13 +1091,14 @@ fn make_clone(
         seq_write: 0,
         zone_cursor_write: 0,
         zone_cursor_read: 0,
+        zone_cursor_trim: 0,
         issued_bytes: 0,
         issued_ios: 0,
         byte_limit,
         io_limit: spec.number_ios.filter(|&n| n > 0),
         ramp_end,
         t_end,
-        rate_next: [now, now],
+        rate_next: PerDir::all(now),
         measured: Window::new(spec, ramp_end),
         ramp: (spec.ramp_time_ns > 0).then(|| Box::new(Window::new(spec, now))),
         error: None,
@@ -1000,15 +1112,11 @@ fn make_clone(
 }
 
 /// Earliest time an I/O of `bytes` in direction `dir` may issue under `rate`/`rate_iops`.
-fn rate_gate(st: &mut CloneState, dir: usize, bytes: u64, now: Nanos) -> Nanos {
+fn rate_gate(st: &mut CloneState, dir: Dir, bytes: u64, now: Nanos) -> Nanos {
     if !st.rate_limited {
         return now;
     }
-    let (rate, iops) = if dir == 1 {
-        (st.spec.rate.write, st.spec.rate_iops.write)
-    } else {
-        (st.spec.rate.read, st.spec.rate_iops.read)
-    };
+    let (rate, iops) = (st.spec.rate[dir], st.spec.rate_iops[dir]);
     let mut gap = Nanos::ZERO;
     if let Some(r) = rate.filter(|&r| r > 0) {
         gap = gap.max(Nanos::for_transfer(bytes, r));
@@ -1094,8 +1202,28 @@ async fn run_thread(
                     Err(e) => s.error = Some(format!("zone reset of zone {zone} failed: {e}")),
                 }
             }
+            Planned::Trim {
+                zone,
+                had_data,
+                bytes,
+            } => {
+                let zs = view.borrow().zone_size;
+                let done = stack
+                    .submit(IoCmd::ZoneMgmt {
+                        action: ZoneAction::Reset,
+                        zslba: Lba(zone as u64 * zs),
+                        select_all: false,
+                    })
+                    .await;
+                let mut s = st.borrow_mut();
+                if had_data && done.status.is_ok() {
+                    s.zone_resets += 1;
+                }
+                s.complete(&mut view.borrow_mut(), Dir::Trim, bytes, Some(zone), &done);
+            }
+            Planned::Pause { until } => sim.sleep_until(until).await,
             Planned::Io {
-                write,
+                dir,
                 cmd,
                 bytes,
                 zone,
@@ -1114,7 +1242,7 @@ async fn run_thread(
                     Err(cmd) => stack.submit(cmd).await,
                 };
                 st.borrow_mut()
-                    .complete(&mut view.borrow_mut(), write, bytes, zone, &done);
+                    .complete(&mut view.borrow_mut(), dir, bytes, zone, &done);
             }
         }
     }
@@ -1133,7 +1261,7 @@ fn finish_clone(st: Rc<RefCell<CloneState>>) -> CloneResult {
     let mut s = st.borrow_mut();
     // Nothing was issued after the ramp: the job ended within it, and (as in fio, which
     // resets its statistics only when the ramp ends) all of its I/O counts.
-    if s.measured.read.ios() + s.measured.write.ios() == 0
+    if s.measured.ios() == 0
         && let Some(r) = s.ramp.take()
     {
         s.measured = *r;
@@ -1141,27 +1269,21 @@ fn finish_clone(st: Rc<RefCell<CloneState>>) -> CloneResult {
     let w = &mut s.measured;
     let runtime = w.last_completion.saturating_sub(w.start).0;
     let end = runtime;
-    let mut read = std::mem::take(&mut w.read);
-    let mut write = std::mem::take(&mut w.write);
-    w.bw[0].feed_samples(&mut read, end);
-    w.bw[1].feed_samples(&mut write, end);
+    let mut stats = std::mem::take(&mut w.stats);
+    for dir in Dir::ALL {
+        w.bw[dir].feed_samples(&mut stats[dir], end);
+    }
     let bw_log = s.spec.write_bw_log.as_ref().map(|prefix| {
-        // fio's bw log: one line per interval and direction, in time order.
+        // fio's bw log: one line per interval and direction (its ddir number), in time order.
         let mut rows: Vec<(u64, u8, u64, u64)> = Vec::new();
-        for (dir, bs) in [(0u8, s.spec.bs.read), (1u8, s.spec.bs.write)] {
-            let wanted = if dir == 0 {
-                s.spec.rw.reads()
-            } else {
-                s.spec.rw.writes()
-            };
-            if wanted {
-                rows.extend(
-                    s.measured.bw[dir as usize]
-                        .rows()
-                        .into_iter()
-                        .map(|(t, v)| (t, dir, v, bs)),
-                );
-            }
+        for dir in Dir::ALL.into_iter().filter(|&d| s.spec.rw.does(d)) {
+            let bs = s.spec.bs[dir];
+            rows.extend(
+                s.measured.bw[dir]
+                    .rows()
+                    .into_iter()
+                    .map(|(t, v)| (t, dir as u8, v, bs)),
+            );
         }
         rows.sort();
         let text: String = rows
@@ -1173,8 +1295,9 @@ fn finish_clone(st: Rc<RefCell<CloneState>>) -> CloneResult {
     CloneResult {
         job: s.job,
         clone: s.clone,
-        read,
-        write,
+        read: stats.read,
+        write: stats.write,
+        trim: stats.trim,
         runtime_ns: runtime,
         error: s.error.clone(),
         bw_log,
@@ -1399,6 +1522,111 @@ mod tests {
     }
 
     #[test]
+    fn zbd_trims_reset_the_zones_that_hold_data_and_randtrim_ends_when_none_is_left() {
+        // 96 MiB fill three of the eight 32 MiB zones; a sequential trim of the device then
+        // issues a trim per zone and resets the three (fio counts only those).
+        let j = jobs(&s(&[
+            "--zonemode=zbd",
+            "--name=fill",
+            "--rw=write",
+            "--bs=128k",
+            "--size=96m",
+            "--name=trim",
+            "--stonewall",
+            "--rw=trim",
+            "--bs=32m",
+        ]));
+        let out = run(&j, &profile(), &RunSettings::default()).unwrap();
+        let t = &out.clones[1];
+        assert!(t.error.is_none(), "{:?}", t.error);
+        assert_eq!((t.trim.ios(), t.trim.bytes()), (8, 8 * (32 << 20)));
+        assert_eq!(t.zone_resets, 3);
+        assert_eq!(t.write.ios() + t.read.ios(), 0);
+        assert!(t.trim.lat.mean() > 0.0, "a reset takes the device's time");
+        let dev = out.device.borrow();
+        assert_eq!(dev.counters().zone_resets, 3);
+        let zones = dev.zoned().expect("zoned").zones();
+        assert!(zones.zones().iter().all(|z| z.state == ZoneState::Empty));
+        drop(dev);
+        // randtrim finds the zones with data wherever it lands, and ends once none is left,
+        // short of its number_ios.
+        let j = jobs(&s(&[
+            "--zonemode=zbd",
+            "--name=fill",
+            "--rw=write",
+            "--bs=128k",
+            "--size=96m",
+            "--name=trim",
+            "--stonewall",
+            "--rw=randtrim",
+            "--bs=32m",
+            "--number_ios=100",
+        ]));
+        let out = run(&j, &profile(), &RunSettings::default()).unwrap();
+        let t = &out.clones[1];
+        assert!(t.error.is_none(), "{:?}", t.error);
+        assert_eq!((t.trim.ios(), t.zone_resets), (3, 3));
+    }
+
+    #[test]
+    fn trims_run_only_where_fio_resets_zones_with_them() {
+        let fail = |args: &[&str], profile: &Profile| {
+            run(&jobs(&s(args)), profile, &RunSettings::default())
+                .unwrap_err()
+                .to_string()
+        };
+        let e = fail(&["--name=t", "--rw=trim", "--bs=32m"], &profile());
+        assert!(e.contains("needs zonemode=zbd"), "{e}");
+        let e = fail(&["--name=t", "--rw=randtrim", "--zonemode=zbd"], &profile());
+        assert!(
+            e.contains("trim block size 4096 is not the zone size 33554432"),
+            "{e}"
+        );
+        let conventional = Profile::load("sn640", &[]).unwrap();
+        let e = fail(&["--name=t", "--rw=trim"], &conventional);
+        assert!(e.contains("conventional namespace"), "{e}");
+        // The trims' size is the zone size; the job's read and write sizes are not checked
+        // against the device when it neither reads nor writes.
+        let ok = jobs(&s(&["--name=t", "--rw=trim", "--bs=32m", "--zonemode=zbd"]));
+        assert!(run(&ok, &profile(), &RunSettings::default()).is_ok());
+    }
+
+    #[test]
+    fn trims_and_writes_to_the_same_zones_keep_to_the_zone_rules() {
+        // A QD8 writer and a rate-limited random trimmer share the device for a second: each
+        // trim resets a zone the writer has filled or is filling, and the writer goes on at
+        // the zone's start; no command fails.
+        let j = jobs(&s(&[
+            "--zonemode=zbd",
+            "--time_based",
+            "--runtime=1s",
+            "--name=w",
+            "--rw=write",
+            "--bs=64k",
+            "--iodepth=8",
+            "--name=t",
+            "--rw=randtrim",
+            "--bs=32m",
+            "--rate_iops=,,20",
+        ]));
+        let out = run(&j, &profile(), &RunSettings::default()).unwrap();
+        for c in &out.clones {
+            assert!(c.error.is_none(), "{:?}", c.error);
+        }
+        let t = &out.clones[1];
+        assert!(
+            (1..=20).contains(&t.trim.ios()) && t.zone_resets <= t.trim.ios(),
+            "20 trims a second at most (each waits for the writes in flight on its zone): {} trims, {} resets",
+            t.trim.ios(),
+            t.zone_resets
+        );
+        let dev = out.device.borrow();
+        assert_eq!(dev.counters().errors, 0);
+        let inv = dev.zoned().expect("zoned").zones().check_invariants();
+        assert!(inv.is_ok(), "{inv:?}");
+    }
+
+    #[test]
     fn jobs_that_cannot_get_an_open_zone_fail_instead_of_spinning() {
         // Job a stops after ten writes and leaves its zone open; b can never open one.
         let j = jobs(&s(&[
@@ -1433,7 +1661,7 @@ mod tests {
         /// without panicking, and two runs give identical statistics.
         #[test]
         fn random_jobs_run_and_repeat(
-            rw in prop::sample::select(vec!["read", "write", "randread", "randwrite", "rw", "randrw"]),
+            rw in prop::sample::select(vec!["read", "write", "randread", "randwrite", "rw", "randrw", "trim", "randtrim"]),
             bs in prop::sample::select(vec!["4k", "8k", "16k", "128k", "512", "3k"]),
             iodepth in 1u32..40,
             numjobs in 1u32..4,
@@ -1446,7 +1674,10 @@ mod tests {
             ios in 1u64..400,
             seed in 0u64..1000,
             max_open in 0u32..4,
-            second in prop::sample::select(vec!["", "--name=q", "--name=q --stonewall"]),
+            second in prop::sample::select(vec![
+                "", "--name=q", "--name=q --stonewall",
+                "--name=q --rw=randtrim --bs=32m", "--name=q --rw=trim --bs=32m --rate_iops=,,100",
+            ]),
         ) {
             // Options before the first --name apply to every job.
             let mut a = Vec::new();
@@ -1474,8 +1705,14 @@ mod tests {
                     for (c1, c2) in o1.clones.iter().zip(&o2.clones) {
                         prop_assert_eq!(c1.read.ios(), c2.read.ios());
                         prop_assert_eq!(c1.write.ios(), c2.write.ios());
+                        prop_assert_eq!(c1.trim.ios(), c2.trim.ios());
                         prop_assert_eq!(&c1.error, &c2.error);
-                        prop_assert!(c1.read.ios() + c1.write.ios() <= ios);
+                        prop_assert!(c1.read.ios() + c1.write.ios() + c1.trim.ios() <= ios);
+                        // Under zonemode=zbd the jobs keep to the zone rules: no command fails.
+                        prop_assert!(
+                            !zbd || c1.error.as_deref().is_none_or(|e| e.starts_with("no zone could be opened")),
+                            "{:?}", c1.error
+                        );
                     }
                     let inv = o1.device.borrow().zoned().expect("zoned profile").zones().check_invariants();
                     prop_assert!(inv.is_ok(), "{:?}", inv);
