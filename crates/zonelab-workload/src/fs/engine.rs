@@ -37,13 +37,13 @@ pub enum FsWorkloadError {
         err: FsError,
     },
     /// filebench's "could not obtain a file": a flowop found no file of the kind it needs.
-    #[error(
-        "flowop {flowop} found no {kind} file in fileset {fileset}: increase nfiles or reduce threads"
-    )]
+    #[error("flowop {flowop} found no {kind} file in fileset {fileset}: {hint}")]
     NoFile {
         flowop: &'static str,
         fileset: String,
         kind: &'static str,
+        /// What to change: the parameter that sizes the fileset (and the threads that share it).
+        hint: &'static str,
     },
     /// The parameters cannot describe a run (with what to change).
     #[error("invalid workload parameters: {0}")]

@@ -587,6 +587,18 @@ pub async fn run<F: FileSystem + 'static>(
 /// Share of fileset `set`'s entries, in percent, that exist before the run: `prealloc` of
 /// fileserver's and varmail's; webserver's and videoserver's `.f` files fix theirs (all of
 /// webserver's and of the active videos, half of the passive ones).
+/// What to change when a flowop finds no file of the kind it needs in fileset `set`: the
+/// parameter that sizes that fileset, and the threads that compete for it.
+fn no_file_hint(personality: Personality, set: usize) -> &'static str {
+    match (personality, set) {
+        (Personality::Videoserver, MAIN) => "increase numactivevids or reduce nthreads",
+        (Personality::Videoserver, _) => {
+            "increase numpassivevids (about half of them exist at the start, at random, and the writer deletes one before it writes the next)"
+        }
+        _ => "increase nfiles or reduce nthreads",
+    }
+}
+
 fn prealloc_percent(p: &FilebenchParams, set: usize) -> u32 {
     match (p.personality, set) {
         (Personality::Webserver, _) => 100,
@@ -775,6 +787,7 @@ impl<F: FileSystem + 'static> Fb<F> {
                             Want::Existing => "existing",
                             Want::Absent => "non-existing",
                         },
+                        hint: no_file_hint(self.p.personality, set),
                     }));
                 }
                 Pick::AllBusy => {

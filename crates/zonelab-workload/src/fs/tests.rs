@@ -1127,3 +1127,39 @@ fn gamma_shapes_must_not_be_negative() {
         }
     }
 }
+
+/// With one passive video, preallocated with a chance of one half, some seeds start with none:
+/// the writer's first delete finds no file and the run stops, as filebench's "could not obtain
+/// a file", with the parameter to raise.
+#[test]
+fn a_videoserver_without_passive_videos_names_the_parameter_to_raise() {
+    let mut seen = (false, false);
+    for seed in 1..40 {
+        let mut w = small("videoserver");
+        w.set("numpassivevids", "1").unwrap();
+        let sim = Sim::new();
+        let fs = memfs(&sim, PayloadMode::Fingerprint, 1 << 30, Nanos(1000));
+        match run_on(
+            fs,
+            &sim,
+            w,
+            cfg(PayloadMode::Fingerprint, seed, Some(RunLength::Ops(50))),
+        ) {
+            Ok(_) => seen.0 = true,
+            Err(e) => {
+                let e = e.to_string();
+                assert!(
+                    e.contains("deletefile found no existing file in fileset passivevids")
+                        && e.contains("increase numpassivevids"),
+                    "{e}"
+                );
+                seen.1 = true;
+            }
+        }
+    }
+    assert_eq!(
+        seen,
+        (true, true),
+        "some seeds preallocate the video, some do not"
+    );
+}
