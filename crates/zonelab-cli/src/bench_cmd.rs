@@ -69,7 +69,12 @@ fn measure(device: &Rc<RefCell<Namespace>>, job: &[&str]) -> Result<(u64, f64)> 
     let cmds: u64 = out
         .clones
         .iter()
-        .map(|c| c.read.ios() + c.write.ios() + c.trim.ios())
+        .map(|c| {
+            options::Dir::ALL
+                .map(|d| c.stats[d].ios())
+                .iter()
+                .sum::<u64>()
+        })
         .sum();
     if let Some(e) = out.clones.iter().find_map(|c| c.error.clone()) {
         anyhow::bail!("benchmark job failed: {e}");

@@ -104,9 +104,7 @@ fn reports(jobs: &[JobSpec], out: &RunOutput) -> Vec<JobReport> {
         for c in out.clones.iter().filter(|c| c.job == ji) {
             let mut r = JobReport::new(&spec.name, groups[ji]);
             r.description = spec.description.clone();
-            r.read = c.read.clone();
-            r.write = c.write.clone();
-            r.trim = c.trim.clone();
+            r.stats = c.stats.clone();
             r.runtime_ns = c.runtime_ns;
             r.elapsed_ns = c.runtime_ns + spec.ramp_time_ns;
             r.error = if c.error.is_some() { 5 } else { 0 };

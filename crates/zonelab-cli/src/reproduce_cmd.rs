@@ -329,7 +329,7 @@ fn perf(out: &RunOutput, job: usize, write: bool) -> (f64, f64, f64) {
     let mut lat = 0.0;
     let mut n = 0.0;
     for c in out.clones.iter().filter(|c| c.job == job) {
-        let d = if write { &c.write } else { &c.read };
+        let d = if write { &c.stats.write } else { &c.stats.read };
         let secs = c.runtime_ns as f64 / 1e9;
         if secs > 0.0 {
             iops += d.ios() as f64 / secs;

@@ -4,7 +4,7 @@
 //! byte-identical reports. JSON objects are written in fio's key order without relying on
 //! serde_json's `preserve_order` feature.
 
-use super::options::Dir;
+use super::options::{Dir, PerDir};
 use super::stats::{DirStats, LatStat};
 use super::units::{NumUnit, num2str};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
@@ -43,9 +43,7 @@ pub struct JobReport {
     pub jobs: u32,
     pub error: i32,
     pub description: Option<String>,
-    pub read: DirStats,
-    pub write: DirStats,
-    pub trim: DirStats,
+    pub stats: PerDir<DirStats>,
     /// Measured run time (after ramp), ns.
     pub runtime_ns: u64,
     /// Total job time including ramp, ns (`"elapsed"`, in whole seconds in JSON).
@@ -66,23 +64,6 @@ impl JobReport {
         }
     }
 
-    /// The statistics of direction `dir`.
-    pub fn dir(&self, dir: Dir) -> &DirStats {
-        match dir {
-            Dir::Read => &self.read,
-            Dir::Write => &self.write,
-            Dir::Trim => &self.trim,
-        }
-    }
-
-    fn dir_mut(&mut self, dir: Dir) -> &mut DirStats {
-        match dir {
-            Dir::Read => &mut self.read,
-            Dir::Write => &mut self.write,
-            Dir::Trim => &mut self.trim,
-        }
-    }
-
     /// Merge another job (clone) into this one, as fio's group_reporting does: stats are
     /// pooled, run times take the maximum, `jobs` adds up.
     pub fn merge(&mut self, other: &JobReport) {
@@ -91,7 +72,7 @@ impl JobReport {
             self.error = other.error;
         }
         for dir in Dir::ALL {
-            self.dir_mut(dir).merge(other.dir(dir));
+            self.stats[dir].merge(&other.stats[dir]);
         }
         self.runtime_ns = self.runtime_ns.max(other.runtime_ns);
         self.elapsed_ns = self.elapsed_ns.max(other.elapsed_ns);
@@ -170,7 +151,7 @@ fn groups(jobs: &[JobReport]) -> BTreeMap<u32, [GroupDir; 3]> {
     for j in jobs {
         let e = g.entry(j.groupid).or_default();
         for dir in Dir::ALL {
-            e[dir as usize].add(j.dir(dir), j.runtime_ns);
+            e[dir as usize].add(&j.stats[dir], j.runtime_ns);
         }
     }
     g
@@ -198,7 +179,7 @@ fn latency_buckets(j: &JobReport) -> ([f64; 10], [f64; 10], [f64; 12]) {
     let mut us = [0u64; 10];
     let mut ms = [0u64; 12];
     let mut total = 0u64;
-    for d in [&j.read, &j.write, &j.trim] {
+    for d in Dir::ALL.map(|dir| &j.stats[dir]) {
         let hist = d.lat.histogram();
         for it in hist.iter().flat_map(|h| h.iter_recorded()) {
             let v = it.value_iterated_to();
@@ -371,9 +352,9 @@ fn job_json(j: &JobReport, g: &[GroupDir; 3]) -> J {
         o = o.put("desc", J::Str(d.clone()));
     }
     o.put("job options", options_obj(&j.job_options))
-        .put("read", dir_json(&j.read, j.runtime_ns, &g[0]))
-        .put("write", dir_json(&j.write, j.runtime_ns, &g[1]))
-        .put("trim", dir_json(&j.trim, j.runtime_ns, &g[2]))
+        .put("read", dir_json(&j.stats.read, j.runtime_ns, &g[0]))
+        .put("write", dir_json(&j.stats.write, j.runtime_ns, &g[1]))
+        .put("trim", dir_json(&j.stats.trim, j.runtime_ns, &g[2]))
         .put(
             "sync",
             Obj::new()
@@ -567,7 +548,7 @@ pub fn render_normal(jobs: &[JobReport], extra_summary: &str) -> String {
             out.push_str(&format!("  Description  : [{d}]\n"));
         }
         for dir in Dir::ALL {
-            dir_block(&mut out, dir.name(), j, j.dir(dir), &gd[dir as usize]);
+            dir_block(&mut out, dir.name(), j, &j.stats[dir], &gd[dir as usize]);
         }
         latency_lines(&mut out, j);
     }
@@ -612,10 +593,10 @@ mod tests {
         let mut log = BwLog::new(500);
         for i in 0..10_000u64 {
             let clat = 10_000 + (i % 100) * 100;
-            j.write.record(4096, 1_000 + i % 50, clat);
+            j.stats.write.record(4096, 1_000 + i % 50, clat);
             log.record(i * 1_000_000, 4096);
         }
-        log.feed_samples(&mut j.write, j.runtime_ns);
+        log.feed_samples(&mut j.stats.write, j.runtime_ns);
         j
     }
 
@@ -784,7 +765,9 @@ mod tests {
         let mut j = JobReport::new("slow", 0);
         j.runtime_ns = 1_000_000_000;
         for i in 0..100u64 {
-            j.read.record(1 << 20, 5_000, 2_000_000 + i * 2_000_000);
+            j.stats
+                .read
+                .record(1 << 20, 5_000, 2_000_000 + i * 2_000_000);
         }
         let s = render_normal(&[j], "");
         assert!(s.contains("    clat (msec): min=2, max=200,"), "{s}");
@@ -803,7 +786,7 @@ mod tests {
         let b = sample_job();
         a.merge(&b);
         assert_eq!(a.jobs, 2);
-        assert_eq!(a.write.ios(), 20_000);
-        assert_eq!(a.write.bw_samples.count(), 40);
+        assert_eq!(a.stats.write.ios(), 20_000);
+        assert_eq!(a.stats.write.bw_samples.count(), 40);
     }
 }

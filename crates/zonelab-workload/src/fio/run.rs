@@ -45,9 +45,7 @@ impl Default for RunSettings {
 pub struct CloneResult {
     pub job: usize,
     pub clone: u32,
-    pub read: DirStats,
-    pub write: DirStats,
-    pub trim: DirStats,
+    pub stats: PerDir<DirStats>,
     /// From the end of ramp time to the last completion.
     pub runtime_ns: u64,
     pub error: Option<String>,
@@ -1295,9 +1293,7 @@ fn finish_clone(st: Rc<RefCell<CloneState>>) -> CloneResult {
     CloneResult {
         job: s.job,
         clone: s.clone,
-        read: stats.read,
-        write: stats.write,
-        trim: stats.trim,
+        stats,
         runtime_ns: runtime,
         error: s.error.clone(),
         bw_log,
@@ -1348,7 +1344,7 @@ mod tests {
         let out = run(&j, &profile(), &RunSettings::default()).unwrap();
         let c = &out.clones[0];
         assert!(c.error.is_none(), "{:?}", c.error);
-        assert_eq!(c.write.bytes(), 96 << 20);
+        assert_eq!(c.stats.write.bytes(), 96 << 20);
         // 64 MiB = two zones; the third 32 MiB wraps to the first zone after a reset.
         assert_eq!(c.zone_resets, 1);
         assert_eq!(out.device.borrow().counters().zone_resets, 1);
@@ -1392,7 +1388,7 @@ mod tests {
         .unwrap();
         for (i, c) in out.clones.iter().enumerate() {
             assert!(c.error.is_none(), "writer {i}: {:?}", c.error);
-            assert_eq!(c.write.bytes(), 32 << 20);
+            assert_eq!(c.stats.write.bytes(), 32 << 20);
             // Writer i waited for the i zones before its own, then wrote its zone.
             let expected = (i as u64 + 1) * one;
             assert!(
@@ -1423,7 +1419,7 @@ mod tests {
         let out = run(&j, &profile(), &RunSettings::default()).unwrap();
         for c in &out.clones {
             assert!(c.error.is_none(), "{:?}", c.error);
-            assert!(c.write.ios() > 0);
+            assert!(c.stats.write.ios() > 0);
         }
     }
 
@@ -1508,7 +1504,7 @@ mod tests {
             ]));
             let out = run(&j, &profile(), &RunSettings::default()).unwrap();
             let c = &out.clones[0];
-            (c.write.bytes(), c.runtime_ns)
+            (c.stats.write.bytes(), c.runtime_ns)
         };
         let (all, _) = with_ramp("0");
         assert_eq!(all, 32 << 20);
@@ -1539,10 +1535,16 @@ mod tests {
         let out = run(&j, &profile(), &RunSettings::default()).unwrap();
         let t = &out.clones[1];
         assert!(t.error.is_none(), "{:?}", t.error);
-        assert_eq!((t.trim.ios(), t.trim.bytes()), (8, 8 * (32 << 20)));
+        assert_eq!(
+            (t.stats.trim.ios(), t.stats.trim.bytes()),
+            (8, 8 * (32 << 20))
+        );
         assert_eq!(t.zone_resets, 3);
-        assert_eq!(t.write.ios() + t.read.ios(), 0);
-        assert!(t.trim.lat.mean() > 0.0, "a reset takes the device's time");
+        assert_eq!(t.stats.write.ios() + t.stats.read.ios(), 0);
+        assert!(
+            t.stats.trim.lat.mean() > 0.0,
+            "a reset takes the device's time"
+        );
         let dev = out.device.borrow();
         assert_eq!(dev.counters().zone_resets, 3);
         let zones = dev.zoned().expect("zoned").zones();
@@ -1565,7 +1567,7 @@ mod tests {
         let out = run(&j, &profile(), &RunSettings::default()).unwrap();
         let t = &out.clones[1];
         assert!(t.error.is_none(), "{:?}", t.error);
-        assert_eq!((t.trim.ios(), t.zone_resets), (3, 3));
+        assert_eq!((t.stats.trim.ios(), t.zone_resets), (3, 3));
     }
 
     #[test]
@@ -1615,9 +1617,9 @@ mod tests {
         }
         let t = &out.clones[1];
         assert!(
-            (1..=20).contains(&t.trim.ios()) && t.zone_resets <= t.trim.ios(),
+            (1..=20).contains(&t.stats.trim.ios()) && t.zone_resets <= t.stats.trim.ios(),
             "20 trims a second at most (each waits for the writes in flight on its zone): {} trims, {} resets",
-            t.trim.ios(),
+            t.stats.trim.ios(),
             t.zone_resets
         );
         let dev = out.device.borrow();
@@ -1703,11 +1705,11 @@ mod tests {
                 (Ok(o1), Ok(o2)) => {
                     prop_assert_eq!(o1.simulated_ns, o2.simulated_ns);
                     for (c1, c2) in o1.clones.iter().zip(&o2.clones) {
-                        prop_assert_eq!(c1.read.ios(), c2.read.ios());
-                        prop_assert_eq!(c1.write.ios(), c2.write.ios());
-                        prop_assert_eq!(c1.trim.ios(), c2.trim.ios());
+                        prop_assert_eq!(c1.stats.read.ios(), c2.stats.read.ios());
+                        prop_assert_eq!(c1.stats.write.ios(), c2.stats.write.ios());
+                        prop_assert_eq!(c1.stats.trim.ios(), c2.stats.trim.ios());
                         prop_assert_eq!(&c1.error, &c2.error);
-                        prop_assert!(c1.read.ios() + c1.write.ios() + c1.trim.ios() <= ios);
+                        prop_assert!(c1.stats.read.ios() + c1.stats.write.ios() + c1.stats.trim.ios() <= ios);
                         // Under zonemode=zbd the jobs keep to the zone rules: no command fails.
                         prop_assert!(
                             !zbd || c1.error.as_deref().is_none_or(|e| e.starts_with("no zone could be opened")),
