@@ -78,8 +78,9 @@ impl Rw {
     }
 }
 
-/// A direction of I/O, as fio's `ddir` (its order indexes [`PerDir`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A direction of I/O, numbered as fio's `ddir` (the number in its bandwidth logs, and the
+/// index of per-direction arrays); [`PerDir`] holds one value per direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dir {
     Read = 0,
     Write = 1,

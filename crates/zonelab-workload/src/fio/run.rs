@@ -641,7 +641,8 @@ impl CloneState {
         let nzones = end - first;
         let zone = if self.random {
             let pick = self.rng.below(nzones as u64) as u32;
-            // Outward from the pick, above first, as fio's zbd_find_zone.
+            // The nearest zone that holds data, at each distance the one above before the one
+            // below, as fio's zbd_find_zone.
             let found = (0..nzones).find_map(|d| {
                 [pick.checked_add(d), pick.checked_sub(d)]
                     .into_iter()
