@@ -1187,14 +1187,7 @@ async fn run_thread(
                 }
             }
             Planned::Reset { zone } => {
-                let zs = view.borrow().zone_size;
-                let done = stack
-                    .submit(IoCmd::ZoneMgmt {
-                        action: ZoneAction::Reset,
-                        zslba: Lba(zone as u64 * zs),
-                        select_all: false,
-                    })
-                    .await;
+                let done = reset_zone(stack, view, zone).await;
                 let mut s = st.borrow_mut();
                 match done.status {
                     Ok(_) => s.zone_resets += 1,
@@ -1206,14 +1199,7 @@ async fn run_thread(
                 had_data,
                 bytes,
             } => {
-                let zs = view.borrow().zone_size;
-                let done = stack
-                    .submit(IoCmd::ZoneMgmt {
-                        action: ZoneAction::Reset,
-                        zslba: Lba(zone as u64 * zs),
-                        select_all: false,
-                    })
-                    .await;
+                let done = reset_zone(stack, view, zone).await;
                 let mut s = st.borrow_mut();
                 if had_data && done.status.is_ok() {
                     s.zone_resets += 1;
@@ -1245,6 +1231,22 @@ async fn run_thread(
             }
         }
     }
+}
+
+/// Resets zone `zone` (a wrap-around before rewriting it, or a trim).
+async fn reset_zone(
+    stack: &Rc<HostStack<Namespace>>,
+    view: &RefCell<ZoneView>,
+    zone: u32,
+) -> IoDone {
+    let zs = view.borrow().zone_size;
+    stack
+        .submit(IoCmd::ZoneMgmt {
+            action: ZoneAction::Reset,
+            zslba: Lba(zone as u64 * zs),
+            select_all: false,
+        })
+        .await
 }
 
 /// Interval of bandwidth samples: `log_avg_msec`, or fio's default of 500 ms.
@@ -1518,11 +1520,10 @@ mod tests {
         assert!(bytes > 0 && bytes < 32 << 20, "{bytes}");
     }
 
-    #[test]
-    fn zbd_trims_reset_the_zones_that_hold_data_and_randtrim_ends_when_none_is_left() {
-        // 96 MiB fill three of the eight 32 MiB zones; a sequential trim of the device then
-        // issues a trim per zone and resets the three (fio counts only those).
-        let j = jobs(&s(&[
+    /// A job writing 96 MiB into three of the eight 32 MiB zones, then (after a stonewall) a
+    /// trim job of one zone per trim with the options `trim`: the run.
+    fn trims_after_filling_three_zones(trim: &[&str]) -> RunOutput {
+        let mut a = s(&[
             "--zonemode=zbd",
             "--name=fill",
             "--rw=write",
@@ -1530,10 +1531,17 @@ mod tests {
             "--size=96m",
             "--name=trim",
             "--stonewall",
-            "--rw=trim",
             "--bs=32m",
-        ]));
-        let out = run(&j, &profile(), &RunSettings::default()).unwrap();
+        ]);
+        a.extend(s(trim));
+        run(&jobs(&a), &profile(), &RunSettings::default()).unwrap()
+    }
+
+    #[test]
+    fn zbd_trims_reset_the_zones_that_hold_data_and_randtrim_ends_when_none_is_left() {
+        // A sequential trim of the device issues a trim per zone and resets the three that
+        // hold data (fio counts only those).
+        let out = trims_after_filling_three_zones(&["--rw=trim"]);
         let t = &out.clones[1];
         assert!(t.error.is_none(), "{:?}", t.error);
         assert_eq!(
@@ -1553,19 +1561,7 @@ mod tests {
         drop(dev);
         // randtrim finds the zones with data wherever it lands, and ends once none is left,
         // short of its number_ios.
-        let j = jobs(&s(&[
-            "--zonemode=zbd",
-            "--name=fill",
-            "--rw=write",
-            "--bs=128k",
-            "--size=96m",
-            "--name=trim",
-            "--stonewall",
-            "--rw=randtrim",
-            "--bs=32m",
-            "--number_ios=100",
-        ]));
-        let out = run(&j, &profile(), &RunSettings::default()).unwrap();
+        let out = trims_after_filling_three_zones(&["--rw=randtrim", "--number_ios=100"]);
         let t = &out.clones[1];
         assert!(t.error.is_none(), "{:?}", t.error);
         assert_eq!((t.stats.trim.ios(), t.zone_resets), (3, 3));
