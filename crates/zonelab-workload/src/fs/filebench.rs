@@ -591,11 +591,11 @@ pub async fn run<F: FileSystem + 'static>(
 /// parameter that sizes that fileset, and the threads that compete for it.
 fn no_file_hint(personality: Personality, set: usize) -> &'static str {
     match (personality, set) {
-        (Personality::Videoserver, MAIN) => "increase numactivevids or reduce nthreads",
+        (Personality::Videoserver, MAIN) => "increase numactivevids or reduce threads",
         (Personality::Videoserver, _) => {
             "increase numpassivevids (about half of them exist at the start, at random, and the writer deletes one before it writes the next)"
         }
-        _ => "increase nfiles or reduce nthreads",
+        _ => "increase nfiles or reduce threads",
     }
 }
 
