@@ -456,6 +456,24 @@ impl<D: StackDevice + 'static> HostStack<D> {
         self.counters.set(c);
     }
 
+    /// A request the host completes itself, with no device command (fio's trim of a zone that
+    /// holds no data under zonemode=zbd): it costs the engine's submission and completion,
+    /// and at least a nanosecond, so a loop of them still advances virtual time. Resolves
+    /// when the workload sees it.
+    pub async fn complete_in_host(&self) -> IoDone {
+        let issued = self.sim.now();
+        let submitted = issued + self.submit_cost;
+        let completed = (submitted + self.complete_cost).max(issued + Nanos(1));
+        self.sim.sleep_until(completed).await;
+        IoDone {
+            status: Ok(None),
+            issued,
+            submitted,
+            completed,
+            data: None,
+        }
+    }
+
     /// Issues a command and resolves when the workload sees its completion.
     pub async fn submit(self: &Rc<Self>, cmd: IoCmd) -> IoDone {
         match self.dispatch(cmd) {

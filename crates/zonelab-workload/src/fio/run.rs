@@ -261,8 +261,8 @@ enum Planned {
     Reset {
         zone: u32,
     },
-    /// A trim of `zone`, which fio's zbd mode turns into a reset of the zone; `had_data`: the
-    /// zone held data (fio counts only those resets).
+    /// A trim of `zone`, which fio's zbd mode turns into a reset of the zone when it holds
+    /// data (`had_data`; fio sends no command for an empty zone, and counts only the resets).
     Trim {
         zone: u32,
         had_data: bool,
@@ -628,8 +628,8 @@ impl CloneState {
     /// holds data (none left: the job ends). The zone is reset, and written from its start
     /// again by any job. It waits while I/O is in flight on the zone, as a wrap-around reset
     /// does, and is issued as soon as it is planned, so every write planned after it reaches
-    /// the device after it. A zone without data gets the reset too, which the device completes
-    /// as a no-op (fio skips the command; either way the zone is unchanged).
+    /// the device after it. A zone without data is left alone, as fio's `__zbd_reset_zone`
+    /// leaves it: the trim costs only the host's submission and completion.
     fn plan_zbd_trim(&mut self, now: Nanos, view: &mut ZoneView) -> Planned {
         if self.rate_limited && self.rate_next.trim > now {
             return Planned::Pause {
@@ -1199,7 +1199,11 @@ async fn run_thread(
                 had_data,
                 bytes,
             } => {
-                let done = reset_zone(stack, view, zone).await;
+                let done = if had_data {
+                    reset_zone(stack, view, zone).await
+                } else {
+                    stack.complete_in_host().await
+                };
                 let mut s = st.borrow_mut();
                 if had_data && done.status.is_ok() {
                     s.zone_resets += 1;
@@ -1565,6 +1569,31 @@ mod tests {
         let t = &out.clones[1];
         assert!(t.error.is_none(), "{:?}", t.error);
         assert_eq!((t.stats.trim.ios(), t.zone_resets), (3, 3));
+    }
+
+    #[test]
+    fn a_trim_of_a_zone_without_data_sends_no_command() {
+        // As fio: the trims of empty zones cost the host's submission and completion only,
+        // and a time-based job of them still ends.
+        let j = jobs(&s(&[
+            "--name=t",
+            "--rw=trim",
+            "--bs=32m",
+            "--zonemode=zbd",
+            "--time_based",
+            "--runtime=10ms",
+        ]));
+        let out = run(&j, &profile(), &RunSettings::default()).unwrap();
+        let t = &out.clones[0];
+        assert!(t.error.is_none(), "{:?}", t.error);
+        assert!(t.stats.trim.ios() > 8, "it wraps round the empty zones");
+        assert_eq!(t.zone_resets, 0);
+        assert!(
+            t.stats.trim.lat.mean() < 10_000.0,
+            "{}",
+            t.stats.trim.lat.mean()
+        );
+        assert_eq!(out.host_dispatched, 0, "no command reached the device");
     }
 
     #[test]
