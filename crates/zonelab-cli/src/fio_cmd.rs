@@ -18,7 +18,7 @@ fio options: rw (read, write, randread, randwrite, rw, randrw; trim and randtrim
 zonemode=zbd, a zone reset per trim of bs = the zone size), rwmixread, bs, iodepth,
 numjobs, size, offset, offset_increment, io_size, number_ios, runtime, time_based,
 ramp_time, rate, rate_iops, zonemode=zbd, max_open_zones, zonerange, group_reporting,
-stonewall, write_bw_log, log_avg_msec, seed.
+stonewall, write_bw_log, write_iops_log, write_lat_log, log_avg_msec, seed.
 ZoneLab options: profile (device profile, default zn540; sn640, sn640-op7 and sn640-op28 are
 conventional block-interface namespaces, without zonemode=zbd or zone_append), set (profile
 override), zone_append=1, ioengine=spdk|io_uring, ioscheduler=none|mq-deadline.
@@ -66,9 +66,8 @@ pub fn run(args: &[String]) -> Result<ExitCode> {
         None => print!("{text}"),
     }
     for c in &out.clones {
-        if let Some((file, content)) = &c.bw_log {
-            std::fs::write(file, content)
-                .with_context(|| format!("writing bandwidth log {file}"))?;
+        for (file, content) in &c.logs {
+            std::fs::write(file, content).with_context(|| format!("writing log {file}"))?;
         }
     }
     let mut failed = false;

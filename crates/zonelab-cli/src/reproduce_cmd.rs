@@ -866,13 +866,8 @@ fn observation_11(profile: &str, secs: u64, zoned: bool) -> Result<Obs11> {
     const INTERVAL_MS: u64 = 200;
     let mut write_mibs = vec![0.0; (secs * 1000 / INTERVAL_MS) as usize];
     for c in out.clones.iter().filter(|c| c.job == 1) {
-        for line in c
-            .bw_log
-            .as_ref()
-            .map(|(_, t)| t.as_str())
-            .unwrap_or("")
-            .lines()
-        {
+        let bw_logs = c.logs.iter().filter(|(file, _)| file.contains("_bw."));
+        for line in bw_logs.flat_map(|(_, text)| text.lines()) {
             let f: Vec<u64> = line
                 .split(',')
                 .filter_map(|x| x.trim().parse().ok())

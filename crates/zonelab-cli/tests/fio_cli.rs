@@ -308,11 +308,13 @@ fn writes_outside_zbd_mode_break_zone_rules_with_nvme_status() {
 }
 
 #[test]
-fn bandwidth_log_is_written() {
+fn bandwidth_iops_and_latency_logs_are_written() {
     let dir = std::env::temp_dir().join(format!("zonelab-bwlog-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let prefix = dir.join("run").to_string_lossy().into_owned();
     let opt = format!("--write_bw_log={prefix}");
+    let iops_opt = format!("--write_iops_log={prefix}");
+    let lat_opt = format!("--write_lat_log={prefix}");
     let mut args = vec!["fio"];
     args.extend_from_slice(SMALL);
     args.extend_from_slice(&[
@@ -324,12 +326,42 @@ fn bandwidth_log_is_written() {
         "--size=512m",
         "--log_avg_msec=50",
         &opt,
+        &iops_opt,
+        &lat_opt,
     ]);
     let o = zonelab(&args);
     assert!(o.status.success(), "{}", stderr(&o));
-    let log = std::fs::read_to_string(format!("{prefix}_bw.1.log")).expect("bw log exists");
-    let rows: Vec<&str> = log.lines().collect();
-    assert!(rows.len() >= 3, "{log}");
-    assert!(rows[0].starts_with("50, "), "{log}");
+    // Each log's rows: (time_ms, value), every one a write of 128 KiB.
+    let rows = |kind: &str| -> Vec<(u64, u64)> {
+        let file = format!("{prefix}_{kind}.1.log");
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
+        text.lines()
+            .map(|l| {
+                let f: Vec<u64> = l.split(", ").map(|x| x.parse().unwrap()).collect();
+                assert_eq!(&f[2..], &[1, 128 << 10, 0], "{l}");
+                (f[0], f[1])
+            })
+            .collect()
+    };
+    let bw = rows("bw");
+    assert!(bw.len() >= 3, "{bw:?}");
+    assert_eq!(bw[0].0, 50);
+    // The IOPS log counts the same completions: IOPS x 128 KiB is the bandwidth in KiB/s.
+    let iops = rows("iops");
+    assert_eq!(iops.len(), bw.len());
+    for (b, i) in bw.iter().zip(&iops) {
+        assert_eq!((b.0, b.1), (i.0, i.1 * 128), "{bw:?} {iops:?}");
+    }
+    // Latency logs: an interval's mean total latency is its mean submission plus completion
+    // latency (to a nanosecond of rounding).
+    let (slat, clat, lat) = (rows("slat"), rows("clat"), rows("lat"));
+    assert_eq!(lat.len(), bw.len());
+    for ((s, c), l) in slat.iter().zip(&clat).zip(&lat) {
+        assert!(
+            s.0 == l.0 && c.0 == l.0 && l.1.abs_diff(s.1 + c.1) <= 1,
+            "{s:?} {c:?} {l:?}"
+        );
+        assert!(c.1 > 10_000, "a 128 KiB write takes more than 10 us: {c:?}");
+    }
     std::fs::remove_dir_all(&dir).ok();
 }

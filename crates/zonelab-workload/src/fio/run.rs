@@ -12,7 +12,7 @@
 use super::options::{
     Dir, IoEngine as FioEngine, IoScheduler as FioScheduler, JobSpec, PerDir, Rw, ZoneMode,
 };
-use super::stats::{BwLog, DirStats};
+use super::stats::{BwLog, DirStats, LatKind, LatLog};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -49,7 +49,9 @@ pub struct CloneResult {
     /// From the end of ramp time to the last completion.
     pub runtime_ns: u64,
     pub error: Option<String>,
-    pub bw_log: Option<(String, String)>,
+    /// The logs it asked for (`write_bw_log`, `write_iops_log`, `write_lat_log`): file name
+    /// and text.
+    pub logs: Vec<(String, String)>,
     pub zone_resets: u64,
 }
 
@@ -176,8 +178,11 @@ impl ZoneView {
 struct Window {
     start: Nanos,
     stats: PerDir<DirStats>,
-    /// Completed bytes per interval since `start`: fio's bw samples and `write_bw_log`.
+    /// Completed bytes per interval since `start`: fio's bw samples, `write_bw_log` and
+    /// `write_iops_log`.
     bw: PerDir<BwLog>,
+    /// Latencies per interval, kept for `write_lat_log` only.
+    lat: Option<PerDir<LatLog>>,
     last_completion: Nanos,
 }
 
@@ -187,13 +192,25 @@ impl Window {
             start,
             stats: PerDir::default(),
             bw: PerDir::from_fn(|_| BwLog::new(sample_ms(spec))),
+            lat: spec
+                .write_lat_log
+                .is_some()
+                .then(|| PerDir::from_fn(|_| LatLog::new(sample_ms(spec)))),
             last_completion: start,
         }
     }
 
     fn record(&mut self, dir: Dir, bytes: u64, done: &IoDone) {
-        self.stats[dir].record(bytes, done.slat().0, done.clat().0);
-        self.bw[dir].record((done.completed - self.start).0, bytes);
+        let (slat, clat, t) = (
+            done.slat().0,
+            done.clat().0,
+            (done.completed - self.start).0,
+        );
+        self.stats[dir].record(bytes, slat, clat);
+        self.bw[dir].record(t, bytes);
+        if let Some(lat) = &mut self.lat {
+            lat[dir].record(t, slat, clat);
+        }
         self.last_completion = self.last_completion.max(done.completed);
     }
 
@@ -1278,34 +1295,48 @@ fn finish_clone(st: Rc<RefCell<CloneState>>) -> CloneResult {
     for dir in Dir::ALL {
         w.bw[dir].feed_samples(&mut stats[dir], end);
     }
-    let bw_log = s.spec.write_bw_log.as_ref().map(|prefix| {
-        // fio's bw log: one line per interval and direction (its ddir number), in time order.
-        let mut rows: Vec<(u64, u8, u64, u64)> = Vec::new();
-        for dir in Dir::ALL.into_iter().filter(|&d| s.spec.rw.does(d)) {
-            let bs = s.spec.bs[dir];
-            rows.extend(
-                s.measured.bw[dir]
-                    .rows()
-                    .into_iter()
-                    .map(|(t, v)| (t, dir as u8, v, bs)),
-            );
+    // fio's logs, named `PREFIX_KIND.N.log` (N: the clone, from 1).
+    let mut logs = Vec::new();
+    let mut add = |prefix: &Option<String>, kind: &str, rows: &dyn Fn(Dir) -> Vec<(u64, u64)>| {
+        if let Some(prefix) = prefix {
+            logs.push((
+                format!("{prefix}_{kind}.{}.log", s.clone + 1),
+                fio_log_text(&s.spec, rows),
+            ));
         }
-        rows.sort();
-        let text: String = rows
-            .into_iter()
-            .map(|(t, dir, v, bs)| format!("{t}, {v}, {dir}, {bs}, 0\n"))
-            .collect();
-        (format!("{prefix}_bw.{}.log", s.clone + 1), text)
-    });
+    };
+    let w = &s.measured;
+    add(&s.spec.write_bw_log, "bw", &|d| w.bw[d].rows());
+    add(&s.spec.write_iops_log, "iops", &|d| w.bw[d].iops_rows());
+    if let Some(lat) = &w.lat {
+        for kind in LatKind::ALL {
+            add(&s.spec.write_lat_log, kind.suffix(), &|d| lat[d].rows(kind));
+        }
+    }
     CloneResult {
         job: s.job,
         clone: s.clone,
         stats,
         runtime_ns: runtime,
         error: s.error.clone(),
-        bw_log,
+        logs,
         zone_resets: s.zone_resets,
     }
+}
+
+/// A fio log's text: `time_ms, value, ddir, bs, offset` per interval and direction the job
+/// uses, in time order; `rows(dir)` gives a direction's `(time_ms, value)`. The offset is 0
+/// (an interval's average has no single offset).
+fn fio_log_text(spec: &JobSpec, rows: &dyn Fn(Dir) -> Vec<(u64, u64)>) -> String {
+    let mut all: Vec<(u64, u8, u64, u64)> = Vec::new();
+    for dir in Dir::ALL.into_iter().filter(|&d| spec.rw.does(d)) {
+        let bs = spec.bs[dir];
+        all.extend(rows(dir).into_iter().map(|(t, v)| (t, dir as u8, v, bs)));
+    }
+    all.sort();
+    all.into_iter()
+        .map(|(t, dir, v, bs)| format!("{t}, {v}, {dir}, {bs}, 0\n"))
+        .collect()
 }
 
 #[cfg(test)]

@@ -471,21 +471,74 @@ impl BwLog {
             dir.iops_samples.record(v);
         }
     }
-    fn format(rows: &[(u64, u64)], direction: u8, bs: u64) -> String {
-        let mut s = String::new();
-        for (t, v) in rows {
-            s.push_str(&format!("{t}, {v}, {direction}, {bs}, 0\n"));
+}
+
+/// Which latency a [`LatLog`] row gives: fio's `_slat`, `_clat` and `_lat` logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LatKind {
+    Slat,
+    Clat,
+    Lat,
+}
+
+impl LatKind {
+    pub const ALL: [LatKind; 3] = [LatKind::Slat, LatKind::Clat, LatKind::Lat];
+
+    /// The log's file-name part (`name_slat.x.log`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            LatKind::Slat => "slat",
+            LatKind::Clat => "clat",
+            LatKind::Lat => "lat",
         }
-        s
     }
-    /// fio log text: `time_ms, KiB/s, direction (0 read, 1 write), bs, offset` per line.
-    /// The offset column is 0 (averaged entries have no single offset).
-    pub fn to_fio_log(&self, direction: u8, bs: u64) -> String {
-        Self::format(&self.rows(), direction, bs)
+}
+
+/// `write_lat_log`'s latencies per interval of `log_avg_msec` (0 is 1 ms, as [`BwLog`]): the
+/// mean submission, completion and total latency, in ns, of the I/Os that completed in each
+/// interval, as fio's windowed latency logs give them. Intervals without completions have no
+/// row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatLog {
+    interval_ms: u64,
+    interval_ns: u64,
+    /// Per interval index: (slat sum, clat sum, I/Os).
+    buckets: std::collections::BTreeMap<u64, (u128, u128, u64)>,
+}
+
+impl LatLog {
+    pub fn new(log_avg_msec: u64) -> Self {
+        LatLog {
+            interval_ms: log_avg_msec.max(1),
+            interval_ns: log_avg_msec.max(1).saturating_mul(1_000_000),
+            buckets: Default::default(),
+        }
     }
-    /// Same, with IOPS values (for `write_iops_log`).
-    pub fn to_fio_iops_log(&self, direction: u8, bs: u64) -> String {
-        Self::format(&self.iops_rows(), direction, bs)
+    /// An I/O that completed at `t_ns` since the job (measurement) start.
+    pub fn record(&mut self, t_ns: u64, slat_ns: u64, clat_ns: u64) {
+        let e = self
+            .buckets
+            .entry(t_ns / self.interval_ns)
+            .or_insert((0, 0, 0));
+        e.0 += slat_ns as u128;
+        e.1 += clat_ns as u128;
+        e.2 += 1;
+    }
+    /// `(time_ms, mean ns)` of `kind` for each interval with completions, reported at the
+    /// interval's end.
+    pub fn rows(&self, kind: LatKind) -> Vec<(u64, u64)> {
+        self.buckets
+            .iter()
+            .map(|(&i, &(slat, clat, n))| {
+                let sum = match kind {
+                    LatKind::Slat => slat,
+                    LatKind::Clat => clat,
+                    LatKind::Lat => slat + clat,
+                };
+                let mean = (sum / n as u128).min(u64::MAX as u128) as u64;
+                (self.interval_ms.saturating_mul(i + 1), mean)
+            })
+            .collect()
     }
 }
 
@@ -606,10 +659,6 @@ mod tests {
         log.record(2_900_000_000, 1 << 20);
         assert_eq!(log.rows(), vec![(1000, 1024), (3000, 2048)]);
         assert_eq!(log.iops_rows(), vec![(1000, 1), (3000, 2)]);
-        assert_eq!(
-            log.to_fio_log(1, 4096),
-            "1000, 1024, 1, 4096, 0\n3000, 2048, 1, 4096, 0\n"
-        );
         let mut d = DirStats::new();
         log.feed_samples(&mut d, 2_999_999_999); // third interval incomplete
         // The idle second interval is no sample (fio skips it), so it does not pull the mean.
@@ -617,5 +666,16 @@ mod tests {
         assert_eq!(d.bw_samples.min(), 1024);
         assert_eq!(d.iops_samples.mean(), 1.0);
         assert!(BwLog::new(0).rows().is_empty());
+    }
+
+    #[test]
+    fn lat_log_rows_are_interval_means() {
+        let mut log = LatLog::new(1000);
+        log.record(100_000_000, 1_000, 9_000);
+        log.record(900_000_000, 3_000, 11_000);
+        log.record(2_500_000_000, 500, 500);
+        assert_eq!(log.rows(LatKind::Slat), vec![(1000, 2_000), (3000, 500)]);
+        assert_eq!(log.rows(LatKind::Clat), vec![(1000, 10_000), (3000, 500)]);
+        assert_eq!(log.rows(LatKind::Lat), vec![(1000, 12_000), (3000, 1_000)]);
     }
 }
