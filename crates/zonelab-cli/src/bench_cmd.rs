@@ -66,16 +66,7 @@ fn measure(device: &Rc<RefCell<Namespace>>, job: &[&str]) -> Result<(u64, f64)> 
     let t0 = Instant::now();
     let out = run::run_on(&specs, device.clone(), &settings)?;
     let wall = t0.elapsed().as_secs_f64();
-    let cmds: u64 = out
-        .clones
-        .iter()
-        .map(|c| {
-            options::Dir::ALL
-                .map(|d| c.stats[d].ios())
-                .iter()
-                .sum::<u64>()
-        })
-        .sum();
+    let cmds: u64 = out.clones.iter().map(|c| c.stats.ios()).sum();
     if let Some(e) = out.clones.iter().find_map(|c| c.error.clone()) {
         anyhow::bail!("benchmark job failed: {e}");
     }

@@ -146,12 +146,12 @@ impl GroupDir {
 }
 
 /// Per stonewall group, its directions' totals (indexed by [`Dir`]).
-fn groups(jobs: &[JobReport]) -> BTreeMap<u32, [GroupDir; 3]> {
-    let mut g: BTreeMap<u32, [GroupDir; 3]> = BTreeMap::new();
+fn groups(jobs: &[JobReport]) -> BTreeMap<u32, PerDir<GroupDir>> {
+    let mut g: BTreeMap<u32, PerDir<GroupDir>> = BTreeMap::new();
     for j in jobs {
         let e = g.entry(j.groupid).or_default();
         for dir in Dir::ALL {
-            e[dir as usize].add(&j.stats[dir], j.runtime_ns);
+            e[dir].add(&j.stats[dir], j.runtime_ns);
         }
     }
     g
@@ -327,7 +327,7 @@ fn dir_json(d: &DirStats, runtime_ns: u64, group: &GroupDir) -> J {
         .done()
 }
 
-fn job_json(j: &JobReport, g: &[GroupDir; 3]) -> J {
+fn job_json(j: &JobReport, g: &PerDir<GroupDir>) -> J {
     let (ns, us, ms) = latency_buckets(j);
     let bucket_obj = |vals: &[f64], keys: &[&str]| {
         J::Obj(
@@ -352,9 +352,9 @@ fn job_json(j: &JobReport, g: &[GroupDir; 3]) -> J {
         o = o.put("desc", J::Str(d.clone()));
     }
     o.put("job options", options_obj(&j.job_options))
-        .put("read", dir_json(&j.stats.read, j.runtime_ns, &g[0]))
-        .put("write", dir_json(&j.stats.write, j.runtime_ns, &g[1]))
-        .put("trim", dir_json(&j.stats.trim, j.runtime_ns, &g[2]))
+        .put("read", dir_json(&j.stats.read, j.runtime_ns, &g.read))
+        .put("write", dir_json(&j.stats.write, j.runtime_ns, &g.write))
+        .put("trim", dir_json(&j.stats.trim, j.runtime_ns, &g.trim))
         .put(
             "sync",
             Obj::new()
@@ -378,7 +378,7 @@ pub fn render_json(
     extra: serde_json::Value,
 ) -> String {
     let g = groups(jobs);
-    let empty = [GroupDir::default(); 3];
+    let empty = PerDir::<GroupDir>::default();
     let mut top = Obj::new()
         .put("fio version", J::Str(header.fio_version.clone()))
         .put("timestamp", J::U(0))
@@ -536,7 +536,7 @@ fn latency_lines(out: &mut String, j: &JobReport) {
 /// appended after the run status groups when not empty.
 pub fn render_normal(jobs: &[JobReport], extra_summary: &str) -> String {
     let g = groups(jobs);
-    let empty = [GroupDir::default(); 3];
+    let empty = PerDir::<GroupDir>::default();
     let mut out = String::new();
     for j in jobs {
         let gd = g.get(&j.groupid).unwrap_or(&empty);
@@ -548,13 +548,14 @@ pub fn render_normal(jobs: &[JobReport], extra_summary: &str) -> String {
             out.push_str(&format!("  Description  : [{d}]\n"));
         }
         for dir in Dir::ALL {
-            dir_block(&mut out, dir.name(), j, &j.stats[dir], &gd[dir as usize]);
+            dir_block(&mut out, dir.name(), j, &j.stats[dir], &gd[dir]);
         }
         latency_lines(&mut out, j);
     }
     for (gid, dirs) in &g {
         out.push_str(&format!("\nRun status group {gid} (all jobs):\n"));
-        for (label, d) in ["   READ", "  WRITE", "   TRIM"].into_iter().zip(dirs) {
+        for (label, dir) in ["   READ", "  WRITE", "   TRIM"].into_iter().zip(Dir::ALL) {
+            let d = &dirs[dir];
             if d.jobs == 0 {
                 continue;
             }

@@ -213,10 +213,6 @@ impl Window {
         }
         self.last_completion = self.last_completion.max(done.completed);
     }
-
-    fn ios(&self) -> u64 {
-        Dir::ALL.iter().map(|&d| self.stats[d].ios()).sum()
-    }
 }
 
 /// Per-clone state shared by its `iodepth` threads.
@@ -229,13 +225,11 @@ struct CloneState {
     /// Region in LBAs.
     start: u64,
     lbas: u64,
-    /// Sequential positions (relative to start) per direction.
-    seq_read: u64,
-    seq_write: u64,
-    /// zbd: current zone of a sequential writer / reader / trimmer.
-    zone_cursor_write: u64,
-    zone_cursor_read: u64,
-    zone_cursor_trim: u64,
+    /// Sequential positions per direction: relative to the region's start, or under zbd the
+    /// reader's within its current zone.
+    seq: PerDir<u64>,
+    /// zbd: current zone of a sequential writer, reader and trimmer.
+    zone_cursor: PerDir<u64>,
     issued_bytes: u64,
     issued_ios: u64,
     byte_limit: Option<u64>,
@@ -360,17 +354,13 @@ impl CloneState {
     }
 
     /// Next offset (relative to the region) for a non-zoned access of `nlb` blocks.
-    fn next_offset(&mut self, write: bool, nlb: u64) -> u64 {
+    fn next_offset(&mut self, dir: Dir, nlb: u64) -> u64 {
         let span = self.lbas.max(nlb);
         if self.random {
             let slots = (span / nlb).max(1);
             self.rng.below(slots) * nlb
         } else {
-            let pos = if write {
-                &mut self.seq_write
-            } else {
-                &mut self.seq_read
-            };
+            let pos = &mut self.seq[dir];
             if *pos + nlb > span {
                 *pos = 0;
             }
@@ -400,7 +390,7 @@ impl CloneState {
             "validate lets trims run under zonemode=zbd only"
         );
         let write = dir == Dir::Write;
-        let off = self.next_offset(write, nlb);
+        let off = self.next_offset(dir, nlb);
         let slba = Lba(self.start + off);
         let cmd = if write {
             let data = self.next_fingerprints(nlb);
@@ -521,7 +511,7 @@ impl CloneState {
         let candidate = if self.random {
             first + self.rng.below(nzones) as u32
         } else {
-            first + (self.zone_cursor_write % nzones) as u32
+            first + (self.zone_cursor.write % nzones) as u32
         };
         let mut zone = candidate;
         if view.open.len() >= view.max_open && !view.open.contains(&zone) {
@@ -562,7 +552,7 @@ impl CloneState {
         // A zone filled by this write stays counted as open until the write completes: the
         // device holds it open until then (rate limits can delay the submission).
         if view.is_full(zone) && !self.random {
-            self.zone_cursor_write += 1;
+            self.zone_cursor.write += 1;
         }
         let data = self.next_fingerprints(n);
         let cmd = if self.spec.zone_append {
@@ -610,14 +600,14 @@ impl CloneState {
         }
         // Sequential: walk zones in order, reading what each holds.
         for _ in 0..=nzones {
-            let z = first + (self.zone_cursor_read % nzones as u64) as u32;
-            if self.seq_read + nlb <= written(z) {
-                let slba = z as u64 * view.zone_size + self.seq_read;
-                self.seq_read += nlb;
+            let z = first + (self.zone_cursor.read % nzones as u64) as u32;
+            if self.seq.read + nlb <= written(z) {
+                let slba = z as u64 * view.zone_size + self.seq.read;
+                self.seq.read += nlb;
                 return self.read_io(now, view, slba, nlb, z);
             }
-            self.zone_cursor_read += 1;
-            self.seq_read = 0;
+            self.zone_cursor.read += 1;
+            self.seq.read = 0;
         }
         self.stop = true;
         Planned::Done
@@ -676,13 +666,13 @@ impl CloneState {
                 }
             }
         } else {
-            first + (self.zone_cursor_trim % nzones as u64) as u32
+            first + (self.zone_cursor.trim % nzones as u64) as u32
         };
         if view.in_flight[zone as usize] > 0 {
             return Planned::Wait;
         }
         if !self.random {
-            self.zone_cursor_trim += 1;
+            self.zone_cursor.trim += 1;
         }
         let had_data = view.wp[zone as usize] > 0;
         view.wp[zone as usize] = 0;
@@ -1103,11 +1093,8 @@ fn make_clone(
         lba_size,
         start,
         lbas,
-        seq_read: 0,
-        seq_write: 0,
-        zone_cursor_write: 0,
-        zone_cursor_read: 0,
-        zone_cursor_trim: 0,
+        seq: PerDir::default(),
+        zone_cursor: PerDir::default(),
         issued_bytes: 0,
         issued_ios: 0,
         byte_limit,
@@ -1283,7 +1270,7 @@ fn finish_clone(st: Rc<RefCell<CloneState>>) -> CloneResult {
     let mut s = st.borrow_mut();
     // Nothing was issued after the ramp: the job ended within it, and (as in fio, which
     // resets its statistics only when the ramp ends) all of its I/O counts.
-    if s.measured.ios() == 0
+    if s.measured.stats.ios() == 0
         && let Some(r) = s.ramp.take()
     {
         s.measured = *r;

@@ -5,6 +5,7 @@
 //! auto-resizing) for percentiles. Like fio, the standard deviation is the *sample*
 //! standard deviation (divide by n-1; 0 for fewer than two samples).
 
+use super::options::{Dir, PerDir};
 use hdrhistogram::Histogram;
 
 /// fio's default percentile list.
@@ -470,6 +471,13 @@ impl BwLog {
         for (_, v) in self.rows_with(count, |(_, i)| self.per_s(i)) {
             dir.iops_samples.record(v);
         }
+    }
+}
+
+impl PerDir<DirStats> {
+    /// I/Os completed in every direction.
+    pub fn ios(&self) -> u64 {
+        Dir::ALL.iter().map(|&d| self[d].ios()).sum()
     }
 }
 
