@@ -6,10 +6,10 @@ use common::{stderr, stdout, zonelab};
 /// A small zn540 so each run takes milliseconds.
 const SMALL: &[&str] = &["--profile=zn540", "--set", "zones=16"];
 
-fn fio_json(extra: &[&str]) -> serde_json::Value {
+/// `zonelab fio` on the small zn540 with `extra`, which must succeed: its output.
+fn fio_ok(extra: &[&str]) -> String {
     let mut args = vec!["fio"];
     args.extend_from_slice(SMALL);
-    args.push("--output-format=json");
     args.extend_from_slice(extra);
     let o = zonelab(&args);
     assert!(
@@ -17,7 +17,12 @@ fn fio_json(extra: &[&str]) -> serde_json::Value {
         "zonelab {args:?} failed: {}",
         stderr(&o)
     );
-    serde_json::from_str(&stdout(&o)).expect("fio JSON output parses")
+    stdout(&o)
+}
+
+fn fio_json(extra: &[&str]) -> serde_json::Value {
+    let args = [&["--output-format=json"][..], extra].concat();
+    serde_json::from_str(&fio_ok(&args)).expect("fio JSON output parses")
 }
 
 #[test]
@@ -146,14 +151,8 @@ fn job_files_with_global_sections_run() {
         "; two jobs on separate zones\n[global]\nbs=8k\nzonemode=zbd\nsize=32m\n\n[a]\nrw=write\n\n[b]\nrw=write\noffset=2g\nnumjobs=2\noffset_increment=2g\ngroup_reporting\n",
     )
     .unwrap();
-    let mut args = vec!["fio"];
-    args.extend_from_slice(SMALL);
-    args.push("--output-format=json");
     let f = file.to_string_lossy().into_owned();
-    args.push(&f);
-    let o = zonelab(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = fio_json(&[&f]);
     let jobs = v["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 2);
     assert_eq!(jobs[1]["jobname"], "b");
@@ -163,18 +162,13 @@ fn job_files_with_global_sections_run() {
 
 #[test]
 fn normal_output_reads_like_fio() {
-    let mut args = vec!["fio"];
-    args.extend_from_slice(SMALL);
-    args.extend_from_slice(&[
+    let s = fio_ok(&[
         "--name=seq",
         "--rw=write",
         "--bs=4k",
         "--zonemode=zbd",
         "--size=8m",
     ]);
-    let o = zonelab(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let s = stdout(&o);
     assert!(s.contains("seq: (groupid=0, jobs=1)"), "{s}");
     assert!(s.contains("write: IOPS="), "{s}");
     assert!(s.contains("clat percentiles"), "{s}");
@@ -207,12 +201,7 @@ fn zbd_trims_reset_zones_and_report_as_fio_trim() {
     assert!(t["lat_ns"]["max"].as_u64().unwrap() > 1_000_000, "{t}");
     assert_eq!(v["jobs"][1]["write"]["total_ios"], 0);
     assert_eq!(v["zonelab"]["zone_resets"], 2);
-    let mut args = vec!["fio"];
-    args.extend_from_slice(SMALL);
-    args.extend_from_slice(&job);
-    let o = zonelab(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let s = stdout(&o);
+    let s = fio_ok(&job);
     assert!(s.contains("  trim: IOPS="), "{s}");
     assert!(s.contains("; 2 zone resets"), "{s}");
     assert!(s.contains("   TRIM: bw="), "{s}");
@@ -315,9 +304,7 @@ fn bandwidth_iops_and_latency_logs_are_written() {
     let opt = format!("--write_bw_log={prefix}");
     let iops_opt = format!("--write_iops_log={prefix}");
     let lat_opt = format!("--write_lat_log={prefix}");
-    let mut args = vec!["fio"];
-    args.extend_from_slice(SMALL);
-    args.extend_from_slice(&[
+    fio_ok(&[
         "--name=w",
         "--rw=write",
         "--bs=128k",
@@ -329,8 +316,6 @@ fn bandwidth_iops_and_latency_logs_are_written() {
         &iops_opt,
         &lat_opt,
     ]);
-    let o = zonelab(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
     // Each log's rows: (time_ms, value), every one a write of 128 KiB.
     let rows = |kind: &str| -> Vec<(u64, u64)> {
         let file = format!("{prefix}_{kind}.1.log");
